@@ -1,0 +1,201 @@
+"""The public functions: validate, dispatch, return (SPEC.md §1)."""
+
+import math
+
+import numpy as np
+
+from ._dispatch import run
+from ._validate import augru_layout, validate
+
+
+def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=None, activations=("sigmoid", "tanh"),
+             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+    """Run OpenVINO GRUCell-3: one GRU step for a batch.
+
+    Parameters
+    ----------
+    X : array_like of shape (batch_size, input_size)
+        Input data; float16, float32, float64 or bfloat16 (T).
+    initial_hidden_state : array_like of shape (batch_size, hidden_size)
+        The state before the step, same dtype as X.
+    W : array_like of shape (3*hidden_size, input_size)
+        Input weights, gate order z, r, h.
+    R : array_like of shape (3*hidden_size, hidden_size)
+        Recurrence weights, gate order z, r, h.
+    B : array_like of shape (3*hidden_size,) or (4*hidden_size,), optional
+        Summed biases [Bz, Br, Bh]; with linear_before_reset, [Bz, Br, Wbh, Rbh]. Zero when omitted.
+    hidden_size : int, optional
+        Taken from R when omitted; when given it must agree with R.
+    activations : pair of str
+        f for the z and r gates, g for the h gate, from 'relu', 'sigmoid', 'tanh'.
+    activations_alpha, activations_beta : list of float
+        Accepted for compatibility; these three activations take no parameters.
+    clip : float
+        Clamp gate pre-activations to [-clip, clip]; ``math.inf`` or 0 means no clipping.
+    linear_before_reset : bool
+        Apply the reset gate after the recurrent product of the h gate (ONNX's variant).
+
+    Returns
+    -------
+    Ho : ndarray of shape (batch_size, hidden_size)
+        The new hidden state, dtype of X.
+
+    Raises
+    ------
+    FastGRUError
+        (a ValueError) for a wrong shape, rank, dimension or attribute value.
+    TypeError
+        For a dtype that is not T or inputs of different dtypes.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((2, 3), dtype=np.float32)
+    >>> H = np.zeros((2, 4), dtype=np.float32)
+    >>> W = rng.standard_normal((12, 3), dtype=np.float32)
+    >>> R = rng.standard_normal((12, 4), dtype=np.float32)
+    >>> fastgru.gru_cell(X, H, W, R).shape
+    (2, 4)
+    """
+    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, W=W, R=R, **({} if B is None else {"B": B}))
+    spec = validate("gru_cell", "cell", arrays, hidden_size=hidden_size, activations=activations,
+                    activations_alpha=activations_alpha, activations_beta=activations_beta, clip=clip,
+                    linear_before_reset=linear_before_reset)
+    return run(spec, arrays)
+
+
+def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=None, direction="forward",
+                 activations=("sigmoid", "tanh"), activations_alpha=(), activations_beta=(), clip=math.inf,
+                 linear_before_reset=False):
+    """Run OpenVINO GRUSequence-5: a GRU over a batch of sequences.
+
+    Parameters
+    ----------
+    X : array_like of shape (batch_size, seq_length, input_size)
+        Input sequences; float16, float32, float64 or bfloat16 (T1).
+    initial_hidden_state : array_like of shape (batch_size, num_directions, hidden_size)
+        The state before the first step of each direction, dtype T1.
+    sequence_lengths : array_like of shape (batch_size,)
+        Valid steps per row, any integer dtype (T2), each in [0, seq_length].
+    W : array_like of shape (num_directions, 3*hidden_size, input_size)
+        Input weights, gate order z, r, h.
+    R : array_like of shape (num_directions, 3*hidden_size, hidden_size)
+        Recurrence weights, gate order z, r, h.
+    B : array_like of shape (num_directions, 3*hidden_size) or (num_directions, 4*hidden_size)
+        Summed biases [Bz, Br, Bh]; with linear_before_reset, [Bz, Br, Wbh, Rbh].
+    hidden_size : int, optional
+        Taken from R when omitted; when given it must agree with R.
+    direction : {'forward', 'reverse', 'bidirectional'}
+        'reverse' runs each row's valid prefix backwards; 'bidirectional' stacks forward (index 0)
+        and reverse (index 1); num_directions is 2 for it, else 1.
+    activations : pair of str
+        f for the z and r gates, g for the h gate, from 'relu', 'sigmoid', 'tanh'.
+    activations_alpha, activations_beta : list of float
+        Accepted for compatibility; these three activations take no parameters.
+    clip : float
+        Clamp gate pre-activations to [-clip, clip]; ``math.inf`` or 0 means no clipping.
+    linear_before_reset : bool
+        Apply the reset gate after the recurrent product of the h gate (ONNX's variant).
+
+    Returns
+    -------
+    Y : ndarray of shape (batch_size, num_directions, seq_length, hidden_size)
+        The state after every step, zero at steps t >= sequence_lengths.
+    Ho : ndarray of shape (batch_size, num_directions, hidden_size)
+        The state after each row's last valid step; zero for a row of length 0.
+
+    Raises
+    ------
+    FastGRUError
+        (a ValueError) for a wrong shape, rank, dimension, attribute value or sequence length.
+    TypeError
+        For a dtype that is not T1 (or T2 for sequence_lengths), or T1 inputs of different dtypes.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((2, 5, 3), dtype=np.float32)
+    >>> H0 = np.zeros((2, 2, 4), dtype=np.float32)
+    >>> W = rng.standard_normal((2, 12, 3), dtype=np.float32)
+    >>> R = rng.standard_normal((2, 12, 4), dtype=np.float32)
+    >>> B = np.zeros((2, 12), dtype=np.float32)
+    >>> Y, Ho = fastgru.gru_sequence(X, H0, [5, 3], W, R, B, direction="bidirectional")
+    >>> Y.shape, Ho.shape
+    ((2, 2, 5, 4), (2, 2, 4))
+    >>> bool(np.all(Y[1, :, 3:] == 0))
+    True
+    """
+    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
+                     B=B)
+    spec = validate("gru_sequence", "sequence", arrays, hidden_size=hidden_size, direction=direction,
+                    activations=activations, activations_alpha=activations_alpha,
+                    activations_beta=activations_beta, clip=clip, linear_before_reset=linear_before_reset)
+    return run(spec, arrays)
+
+
+def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=None):
+    """Run OpenVINO AUGRUSequence-10: a forward GRU whose update gate is scaled by attention.
+
+    z' = (1 - a) ⊙ z with a = A[:, t, 0]; activations sigmoid and tanh, no clip,
+    linear_before_reset False (the op's fixed attributes). Two layouts are accepted, picked by
+    the rank of initial_hidden_state; the outputs follow it.
+
+    Parameters
+    ----------
+    X : array_like of shape (batch_size, seq_length, input_size)
+        Input sequences; float16, float32, float64 or bfloat16 (T1).
+    initial_hidden_state : array_like of shape (batch_size, hidden_size) or (batch_size, 1, hidden_size)
+        The documented layout, or OpenVINO's layout with a num_directions axis of 1.
+    sequence_lengths : array_like of shape (batch_size,)
+        Valid steps per row, any integer dtype (T2), each in [0, seq_length].
+    W : array_like of shape (3*hidden_size, input_size) or (1, 3*hidden_size, input_size)
+        Input weights, gate order z, r, h.
+    R : array_like of shape (3*hidden_size, hidden_size) or (1, 3*hidden_size, hidden_size)
+        Recurrence weights, gate order z, r, h.
+    B : array_like of shape (3*hidden_size,) or (1, 3*hidden_size)
+        Summed biases [Bz, Br, Bh].
+    A : array_like of shape (batch_size, seq_length, 1)
+        Attention scores; not clamped to [0, 1].
+    hidden_size : int, optional
+        Taken from R when omitted; when given it must agree with R.
+
+    Returns
+    -------
+    Y : ndarray of shape (batch_size, seq_length, hidden_size) or (batch_size, 1, seq_length, hidden_size)
+        The state after every step, zero at steps t >= sequence_lengths.
+    Ho : ndarray of shape (batch_size, hidden_size) or (batch_size, 1, hidden_size)
+        The state after each row's last valid step; zero for a row of length 0.
+
+    Raises
+    ------
+    FastGRUError
+        (a ValueError) for a wrong shape, rank, dimension or sequence length.
+    TypeError
+        For a dtype that is not T1 (or T2 for sequence_lengths), or T1 inputs of different dtypes.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((2, 5, 3), dtype=np.float32)
+    >>> H0 = np.zeros((2, 4), dtype=np.float32)
+    >>> W = rng.standard_normal((12, 3), dtype=np.float32)
+    >>> R = rng.standard_normal((12, 4), dtype=np.float32)
+    >>> B = np.zeros(12, dtype=np.float32)
+    >>> A = rng.uniform(size=(2, 5, 1)).astype(np.float32)
+    >>> Y, Ho = fastgru.augru_sequence(X, H0, [5, 2], W, R, B, A)
+    >>> Y.shape, Ho.shape
+    ((2, 5, 4), (2, 4))
+    """
+    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
+                     B=B, A=A)
+    layout = augru_layout(arrays["initial_hidden_state"])
+    spec = validate("augru_sequence", layout, arrays, hidden_size=hidden_size)
+    return run(spec, arrays)
+
+
+def _arrays(**inputs):
+    """The given inputs as NumPy arrays (no copy of an array), keyed by specification name."""
+    return {name: np.asarray(value) for name, value in inputs.items()}

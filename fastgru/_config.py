@@ -1,0 +1,11 @@
+"""Compilation switches for the Numba kernels, read in one place."""
+
+import os
+
+#: Persist compiled kernels on disk (Numba's cache) so later processes skip the compile.
+CACHE = os.environ.get("FASTGRU_NO_CACHE", "") in ("", "0")
+
+#: LLVM fast-math flags for the kernels. Only contraction into fused multiply-add: the full
+#: ``fastmath=True`` set includes no-NaN/no-inf, which would break the NaN propagation that
+#: SPEC.md §6 requires, and reassociation would let two compilations of one loop round differently.
+FASTMATH = {"contract"}

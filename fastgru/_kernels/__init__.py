@@ -1,0 +1,1 @@
+"""Numba kernels: ``@njit`` code only, trusting every argument it is given."""

@@ -1,0 +1,285 @@
+"""Every check of the public layer: attributes, dtypes, shapes and values (SPEC.md §2-§6).
+
+Each check is a small function that raises with a message naming the op, the input or attribute
+by its specification name, what was expected and what came. The ``validate_*`` functions return a
+frozen :class:`Spec` that the dispatch layer trusts.
+"""
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._kernels.activations import CODES
+
+DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+_T1_NAMES = ("float16", "float32", "float64", "bfloat16")
+
+
+class FastGRUError(ValueError):
+    """A shape, rank, dimension, attribute value or sequence length that the op cannot take."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a validated call computes. Sizes follow SPEC.md §2."""
+
+    op: str
+    batch_size: int
+    seq_length: int
+    input_size: int
+    hidden_size: int
+    direction: str
+    f_code: int
+    g_code: int
+    clip: float  # 0.0 means no clipping
+    linear_before_reset: bool
+    dtype: np.dtype  # T1, in native byte order
+    layout: str  # a key of LAYOUTS
+
+    @property
+    def num_directions(self) -> int:
+        return DIRECTIONS[self.direction]
+
+
+# ---------------------------------------------------------------------------------------- attributes
+
+
+def _check_hidden_size(op, hidden_size):
+    if hidden_size is None:
+        return None
+    if isinstance(hidden_size, bool) or not isinstance(hidden_size, numbers.Integral) or hidden_size <= 0:
+        raise FastGRUError(f"{op}: hidden_size is {hidden_size!r}; expected a positive integer (or None to take it from R)")
+    return int(hidden_size)
+
+
+def _check_direction(op, direction):
+    name = direction.lower() if isinstance(direction, str) else direction
+    if name not in DIRECTIONS:
+        raise FastGRUError(f"{op}: direction is {direction!r}; expected 'forward', 'reverse' or 'bidirectional'")
+    return name
+
+
+def _check_activations(op, activations):
+    if isinstance(activations, str) or not _is_sequence(activations) or len(activations) != 2:
+        raise FastGRUError(
+            f"{op}: activations is {activations!r}; expected two names, f for the z and r gates and g for "
+            "the h gate, from 'relu', 'sigmoid', 'tanh', e.g. ('sigmoid', 'tanh')"
+        )
+    codes = []
+    for i, name in enumerate(activations):
+        key = name.lower() if isinstance(name, str) else name
+        if key not in CODES:
+            raise FastGRUError(f"{op}: activations[{i}] is {name!r}; expected one of 'relu', 'sigmoid', 'tanh'")
+        codes.append(CODES[key])
+    return codes
+
+
+def _check_alpha_beta(op, name, values):
+    # Accepted for IR compatibility; relu, sigmoid and tanh take no parameters (SPEC.md §3).
+    if isinstance(values, str) or not _is_sequence(values) or len(values) > 2:
+        raise FastGRUError(f"{op}: {name} is {values!r}; expected a list of at most two floats")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise FastGRUError(f"{op}: {name}[{i}] is {v!r}; expected a float")
+
+
+def _check_clip(op, clip):
+    if isinstance(clip, bool) or not isinstance(clip, numbers.Real) or math.isnan(clip) or clip < 0:
+        raise FastGRUError(f"{op}: clip is {clip!r}; expected a number >= 0 (0 or math.inf: no clipping)")
+    return 0.0 if math.isinf(clip) else float(clip)
+
+
+def _check_linear_before_reset(op, linear_before_reset):
+    if isinstance(linear_before_reset, (bool, np.bool_)) or linear_before_reset in (0, 1):
+        if isinstance(linear_before_reset, (bool, np.bool_, numbers.Integral)):
+            return bool(linear_before_reset)
+    raise FastGRUError(f"{op}: linear_before_reset is {linear_before_reset!r}; expected True or False")
+
+
+def _is_sequence(value):
+    try:
+        len(value)
+    except TypeError:
+        return False
+    return True
+
+
+# -------------------------------------------------------------------------------------------- dtypes
+
+
+def _t1_name(dtype):
+    return dtype.name if dtype.name in _T1_NAMES else None
+
+
+def _check_t1(op, arrays):
+    """All T1 inputs share one floating dtype (SPEC.md §5); returns it in native byte order."""
+    first_name, first = None, None
+    for name, array in arrays.items():
+        dtype = array.dtype.newbyteorder("=")
+        if _t1_name(dtype) is None:
+            raise TypeError(
+                f"{op}: {name} is {array.dtype.name}; expected float16, float32, float64 or bfloat16. "
+                f"Convert with {name}.astype(np.float32)."
+            )
+        if first is None:
+            first_name, first = name, dtype
+        elif dtype != first:
+            raise TypeError(
+                f"{op}: {name} is {dtype.name} but {first_name} is {first.name}; "
+                f"{', '.join(arrays)} must share one floating dtype (T1)"
+            )
+    return first
+
+
+def _check_t2(op, sequence_lengths):
+    kind = sequence_lengths.dtype.kind
+    if kind not in "iu":
+        raise TypeError(
+            f"{op}: sequence_lengths is {sequence_lengths.dtype.name}; expected an integer dtype (T2), "
+            "e.g. np.int32 or np.int64"
+        )
+
+
+# -------------------------------------------------------------------------------------------- shapes
+
+# The shape of every input per layout, in the specification's symbols (SPEC.md §2). "G" is 3, or 4
+# for B when linear_before_reset; "1" is a literal 1.
+LAYOUTS = {
+    "cell": {
+        "X": ("batch_size", "input_size"),
+        "initial_hidden_state": ("batch_size", "hidden_size"),
+        "W": ("3*hidden_size", "input_size"),
+        "R": ("3*hidden_size", "hidden_size"),
+        "B": ("G*hidden_size",),
+    },
+    "sequence": {
+        "X": ("batch_size", "seq_length", "input_size"),
+        "initial_hidden_state": ("batch_size", "num_directions", "hidden_size"),
+        "sequence_lengths": ("batch_size",),
+        "W": ("num_directions", "3*hidden_size", "input_size"),
+        "R": ("num_directions", "3*hidden_size", "hidden_size"),
+        "B": ("num_directions", "G*hidden_size"),
+        "A": ("batch_size", "seq_length", "1"),
+    },
+    "augru2d": {
+        "X": ("batch_size", "seq_length", "input_size"),
+        "initial_hidden_state": ("batch_size", "hidden_size"),
+        "sequence_lengths": ("batch_size",),
+        "W": ("3*hidden_size", "input_size"),
+        "R": ("3*hidden_size", "hidden_size"),
+        "B": ("3*hidden_size",),
+        "A": ("batch_size", "seq_length", "1"),
+    },
+}
+_SOURCES = {
+    "batch_size": "X.shape[0]",
+    "seq_length": "X.shape[1]",
+    "input_size": "X.shape[-1]",
+    "hidden_size": "R.shape[-1]",
+}
+
+
+def _size(symbol, dims):
+    factor, _, name = symbol.rpartition("*")
+    if name == "1":
+        return 1
+    return (dims[factor] if factor in dims else int(factor or 1)) * dims[name]
+
+
+def _where(name, symbols, hidden_size_given, direction):
+    """Say where the sizes in ``symbols`` come from, naming the other inputs."""
+    parts = []
+    for symbol in dict.fromkeys(s.rpartition("*")[2] for s in symbols):
+        source = "the hidden_size attribute" if symbol == "hidden_size" and hidden_size_given else _SOURCES.get(symbol)
+        if symbol == "num_directions":
+            source = f"direction={direction!r}"
+        if source and not source.startswith(name + "."):
+            parts.append(f"{symbol} from {source}")
+    return "; " + ", ".join(parts) if parts else ""
+
+
+def _check_shapes(op, layout, arrays, hidden_size, direction, linear_before_reset):
+    """Check ranks, then every dimension against X, R and the attributes; return the sizes."""
+    for name in ("X", "R", *arrays):
+        symbols = layout[name]
+        array = arrays[name]
+        if array.ndim != len(symbols):
+            raise FastGRUError(
+                f"{op}: {name} has rank {array.ndim} (shape {array.shape}); "
+                f"expected rank {len(symbols)}: ({', '.join(symbols)})"
+            )
+    X, R = arrays["X"], arrays["R"]
+    if hidden_size is None and R.shape[-1] == 0:
+        raise FastGRUError(f"{op}: R has shape {R.shape}; hidden_size (its last dimension) must be positive")
+    dims = {
+        "batch_size": X.shape[0],
+        "seq_length": X.shape[1] if X.ndim == 3 else 1,
+        "input_size": X.shape[-1],
+        "hidden_size": R.shape[-1] if hidden_size is None else hidden_size,
+        "num_directions": DIRECTIONS[direction],
+        "G": 4 if linear_before_reset else 3,
+    }
+    for name, array in arrays.items():
+        symbols = layout[name]
+        expected = tuple(_size(symbol, dims) for symbol in symbols)
+        if array.shape != expected:
+            text = ", ".join(f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
+                             for symbol, size in zip(symbols, expected))
+            note = f" (linear_before_reset={linear_before_reset})" if "G*hidden_size" in symbols else ""
+            raise FastGRUError(
+                f"{op}: {name} has shape {array.shape}; expected ({text}){note}"
+                f"{_where(name, symbols, hidden_size is not None, direction)}"
+            )
+    return dims
+
+
+def _check_lengths(op, sequence_lengths, seq_length):
+    bad = (sequence_lengths < 0) | (sequence_lengths > seq_length)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FastGRUError(
+            f"{op}: sequence_lengths[{i}] is {sequence_lengths[i]}; expected 0 <= sequence_lengths <= "
+            f"seq_length={seq_length} (X.shape[1])"
+        )
+
+
+# ----------------------------------------------------------------------------------------------- ops
+
+
+def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
+             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+    """Check one call: ``arrays`` maps specification names to NumPy arrays; return its Spec.
+
+    ``layout`` names an entry of LAYOUTS; attributes are checked first, then dtypes, then shapes
+    and finally sequence_lengths values.
+    """
+    hidden_size = _check_hidden_size(op, hidden_size)
+    direction = _check_direction(op, direction)
+    f_code, g_code = _check_activations(op, activations)
+    _check_alpha_beta(op, "activations_alpha", activations_alpha)
+    _check_alpha_beta(op, "activations_beta", activations_beta)
+    clip = _check_clip(op, clip)
+    linear_before_reset = _check_linear_before_reset(op, linear_before_reset)
+    dtype = _check_t1(op, {name: a for name, a in arrays.items() if name != "sequence_lengths"})
+    if "sequence_lengths" in arrays:
+        _check_t2(op, arrays["sequence_lengths"])
+    dims = _check_shapes(op, LAYOUTS[layout], arrays, hidden_size, direction, linear_before_reset)
+    if "sequence_lengths" in arrays:
+        _check_lengths(op, arrays["sequence_lengths"], dims["seq_length"])
+    return Spec(op, dims["batch_size"], dims["seq_length"], dims["input_size"], dims["hidden_size"], direction,
+                f_code, g_code, clip, linear_before_reset, dtype, layout)
+
+
+def augru_layout(initial_hidden_state):
+    """The AUGRU layout that the rank of initial_hidden_state picks (SPEC.md §2)."""
+    if initial_hidden_state.ndim == 2:
+        return "augru2d"
+    if initial_hidden_state.ndim == 3:
+        return "sequence"
+    raise FastGRUError(
+        f"augru_sequence: initial_hidden_state has rank {initial_hidden_state.ndim} (shape "
+        f"{initial_hidden_state.shape}); expected rank 2 (batch_size, hidden_size) or, in OpenVINO's "
+        "layout, rank 3 (batch_size, 1, hidden_size)"
+    )
