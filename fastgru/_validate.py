@@ -14,7 +14,7 @@ import numpy as np
 from ._kernels.activations import CODES
 
 DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
-_T1_NAMES = ("float16", "float32", "float64", "bfloat16")
+_T1_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
 class FastGRUError(ValueError):
@@ -109,16 +109,19 @@ def _is_sequence(value):
 # -------------------------------------------------------------------------------------------- dtypes
 
 
-def _t1_name(dtype):
-    return dtype.name if dtype.name in _T1_NAMES else None
+def _is_t1(dtype):
+    # bfloat16 is ml_dtypes' (optional): recognised by name, so fastgru never imports ml_dtypes.
+    return dtype in _T1_DTYPES or dtype.name == "bfloat16"
 
 
 def _check_t1(op, arrays):
     """All T1 inputs share one floating dtype (SPEC.md §5); returns it in native byte order."""
     first_name, first = None, None
     for name, array in arrays.items():
-        dtype = array.dtype.newbyteorder("=")
-        if _t1_name(dtype) is None:
+        if array.dtype == object and array.ndim == 0 and array.item() is None:
+            raise TypeError(f"{op}: {name} is None; expected an array of float16, float32, float64 or bfloat16")
+        dtype = array.dtype if array.dtype.isnative else array.dtype.newbyteorder("=")
+        if not _is_t1(dtype):
             raise TypeError(
                 f"{op}: {name} is {array.dtype.name}; expected float16, float32, float64 or bfloat16. "
                 f"Convert with {name}.astype(np.float32)."
@@ -182,10 +185,11 @@ _SOURCES = {
 
 
 def _size(symbol, dims):
-    factor, _, name = symbol.rpartition("*")
-    if name == "1":
+    """The size a symbol of LAYOUTS stands for: "1", "name", "3*name" or "G*name"."""
+    if symbol == "1":
         return 1
-    return (dims[factor] if factor in dims else int(factor or 1)) * dims[name]
+    factor, _, name = symbol.rpartition("*")
+    return dims[factor] * dims[name] if factor else dims[name]
 
 
 def _where(name, symbols, hidden_size_given, direction):
@@ -208,7 +212,7 @@ def _check_shapes(op, layout, arrays, hidden_size, direction, linear_before_rese
         if array.ndim != len(symbols):
             raise FastGRUError(
                 f"{op}: {name} has rank {array.ndim} (shape {array.shape}); "
-                f"expected rank {len(symbols)}: ({', '.join(symbols)})"
+                f"expected rank {len(symbols)}: ({', '.join(symbols)}{',' if len(symbols) == 1 else ''})"
             )
     X, R = arrays["X"], arrays["R"]
     if hidden_size is None and R.shape[-1] == 0:
@@ -220,12 +224,13 @@ def _check_shapes(op, layout, arrays, hidden_size, direction, linear_before_rese
         "hidden_size": R.shape[-1] if hidden_size is None else hidden_size,
         "num_directions": DIRECTIONS[direction],
         "G": 4 if linear_before_reset else 3,
+        "3": 3,
     }
     for name, array in arrays.items():
         symbols = layout[name]
         expected = tuple(_size(symbol, dims) for symbol in symbols)
         if array.shape != expected:
-            text = ", ".join(f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
+            text = ", ".join(symbol if symbol == "1" else f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
                              for symbol, size in zip(symbols, expected))
             note = f" (linear_before_reset={linear_before_reset})" if "G*hidden_size" in symbols else ""
             raise FastGRUError(
@@ -236,6 +241,8 @@ def _check_shapes(op, layout, arrays, hidden_size, direction, linear_before_rese
 
 
 def _check_lengths(op, sequence_lengths, seq_length):
+    if sequence_lengths.size == 0 or (sequence_lengths.min() >= 0 and sequence_lengths.max() <= seq_length):
+        return
     bad = (sequence_lengths < 0) | (sequence_lengths > seq_length)
     if bad.any():
         i = int(np.argmax(bad))

@@ -78,25 +78,25 @@ def _sigmoid_impl(x):
 
 
 @njit(cache=CACHE)
-def activate(v, lo, hi, code):
-    """Apply activation ``code`` in place to ``v[lo:hi]``; one loop per code so each vectorises."""
+def activate(v, code):
+    """Apply activation ``code`` to ``v`` in place; one loop per code so that each vectorises."""
     if code == SIGMOID:
-        for j in range(lo, hi):
+        for j in range(v.shape[0]):
             v[j] = sigmoid(v[j])
     elif code == TANH:
-        for j in range(lo, hi):
+        for j in range(v.shape[0]):
             v[j] = tanh(v[j])
     else:
-        for j in range(lo, hi):
+        for j in range(v.shape[0]):
             # relu, written so that NaN stays NaN (NaN < 0 is False).
             if v[j] < 0:
                 v[j] = 0
 
 
 @njit(cache=CACHE)
-def clip(v, lo, hi, c):
-    """Clamp ``v[lo:hi]`` to [-c, c] in place (SPEC.md §3); NaN passes through."""
-    for j in range(lo, hi):
+def clip(v, c):
+    """Clamp ``v`` to [-c, c] in place (SPEC.md §3); NaN passes through."""
+    for j in range(v.shape[0]):
         x = v[j]
         x = c if x > c else x
         v[j] = -c if x < -c else x

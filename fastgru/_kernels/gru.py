@@ -28,20 +28,26 @@ from .activations import activate, clip
 
 @njit(cache=CACHE, fastmath=FASTMATH)
 def _matvec_acc(v, rt, c0, c1, acc):
-    """acc[c0:c1] += v · rt[:, c0:c1] as row updates (contiguous, vectorised), k unrolled by 4."""
+    """acc[c0:c1] += v · rt[:, c0:c1] as row updates (contiguous, vectorised), k unrolled by 4.
+
+    The column loops run over slices from 0 so that Numba emits no negative-index wrap-around,
+    which would keep LLVM from vectorising them.
+    """
     n = v.shape[0]
+    out = acc[c0:c1]
+    m = c1 - c0
     k = 0
     while k + 4 <= n:
         v0, v1, v2, v3 = v[k], v[k + 1], v[k + 2], v[k + 3]
-        r0, r1, r2, r3 = rt[k], rt[k + 1], rt[k + 2], rt[k + 3]
-        for j in range(c0, c1):
-            acc[j] = acc[j] + v0 * r0[j] + v1 * r1[j] + v2 * r2[j] + v3 * r3[j]
+        r0, r1, r2, r3 = rt[k, c0:c1], rt[k + 1, c0:c1], rt[k + 2, c0:c1], rt[k + 3, c0:c1]
+        for j in range(m):
+            out[j] = out[j] + v0 * r0[j] + v1 * r1[j] + v2 * r2[j] + v3 * r3[j]
         k += 4
     while k < n:
         vk = v[k]
-        rk = rt[k]
-        for j in range(c0, c1):
-            acc[j] = acc[j] + vk * rk[j]
+        rk = rt[k, c0:c1]
+        for j in range(m):
+            out[j] = out[j] + vk * rk[j]
         k += 1
 
 
@@ -50,36 +56,39 @@ def _gates(x, rt, bias, h, lbr, clip_at, f_code, g_code, gates, rh):
     """The activated gates of one step of one row (SPEC.md §3; gate order z, r, h).
 
     x: (3H,) this step's X·Wᵀ; rt: (H, 3H); bias: (4H,); h: (H,) state; clip_at: 0 for no clip.
-    Writes z, r, h into ``gates`` (3H,); ``rh`` (H,) is scratch.
+    Writes z, r, h into ``gates`` (3H,); ``rh`` (H,) is scratch. Loops run over views from 0
+    (see _matvec_acc).
     """
     n = h.shape[0]
-    r0, h0 = n, 2 * n
+    zr, zr_x, zr_b = gates[: 2 * n], x[: 2 * n], bias[: 2 * n]
+    r = gates[n: 2 * n]
+    hg, hg_x, hg_b, rbh = gates[2 * n:], x[2 * n:], bias[2 * n: 3 * n], bias[3 * n:]
     if lbr:
         # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh)): one product over all three gates.
         gates[:] = 0
         _matvec_acc(h, rt, 0, 3 * n, gates)
         for j in range(2 * n):
-            gates[j] = x[j] + bias[j] + gates[j]
+            zr[j] = zr_x[j] + zr_b[j] + zr[j]
         if clip_at > 0:
-            clip(gates, 0, 2 * n, clip_at)
-        activate(gates, 0, 2 * n, f_code)
+            clip(zr, clip_at)
+        activate(zr, f_code)
         for j in range(n):
-            gates[h0 + j] = x[h0 + j] + bias[h0 + j] + gates[r0 + j] * (gates[h0 + j] + bias[3 * n + j])
+            hg[j] = hg_x[j] + hg_b[j] + r[j] * (hg[j] + rbh[j])
     else:
         # z, r first; then h = g(X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ) needs r before its product.
         for j in range(2 * n):
-            gates[j] = x[j] + bias[j]
+            zr[j] = zr_x[j] + zr_b[j]
         _matvec_acc(h, rt, 0, 2 * n, gates)
         if clip_at > 0:
-            clip(gates, 0, 2 * n, clip_at)
-        activate(gates, 0, 2 * n, f_code)
+            clip(zr, clip_at)
+        activate(zr, f_code)
         for j in range(n):
-            rh[j] = gates[r0 + j] * h[j]
-            gates[h0 + j] = x[h0 + j] + bias[h0 + j]
-        _matvec_acc(rh, rt, h0, 3 * n, gates)
+            rh[j] = r[j] * h[j]
+            hg[j] = hg_x[j] + hg_b[j]
+        _matvec_acc(rh, rt, 2 * n, 3 * n, gates)
     if clip_at > 0:
-        clip(gates, h0, 3 * n, clip_at)
-    activate(gates, h0, 3 * n, g_code)
+        clip(hg, clip_at)
+    activate(hg, g_code)
 
 
 @njit(cache=CACHE, fastmath=FASTMATH)
@@ -90,6 +99,7 @@ def _run_rows(xw, rt, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code
     off = d * 3 * n_hidden
     gates = np.empty(3 * n_hidden, dtype=y.dtype)
     rh = np.empty(n_hidden, dtype=y.dtype)
+    z, hg = gates[:n_hidden], gates[2 * n_hidden:]
     has_att = att.shape[0] > 0
     for b in range(lo, hi):
         length = lengths[b]
@@ -102,11 +112,10 @@ def _run_rows(xw, rt, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code
                 # AUGRU: z' = (1 - a) ⊙ z, after the activation and not clamped (SPEC.md §3).
                 a = att[b, t]
                 for j in range(n_hidden):
-                    gates[j] = gates[j] - a * gates[j]
+                    z[j] = z[j] - a * z[j]
             # H' = (1 - z) ⊙ h + z ⊙ H, written as h + z ⊙ (H - h).
             for j in range(n_hidden):
-                hg = gates[2 * n_hidden + j]
-                h[j] = hg + gates[j] * (h[j] - hg)
+                h[j] = hg[j] + z[j] * (h[j] - hg[j])
             y[b, d, t] = h
         for t in range(length, seq_length):
             y[b, d, t] = 0

@@ -1,0 +1,272 @@
+"""Every error of SPEC.md §6: the exception class, and a message naming the op, the input or
+attribute, what was expected and what came."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import fastgru
+from fastgru import FastGRUError
+
+N, S, I, H = 2, 5, 32, 32
+f32 = np.float32
+
+
+def _sequence(**change):
+    inputs = {
+        "X": np.zeros((N, S, I), f32),
+        "initial_hidden_state": np.zeros((N, 1, H), f32),
+        "sequence_lengths": np.array([S, 3]),
+        "W": np.zeros((1, 3 * H, I), f32),
+        "R": np.zeros((1, 3 * H, H), f32),
+        "B": np.zeros((1, 3 * H), f32),
+    }
+    attrs = {k: change.pop(k) for k in list(change) if k not in inputs}
+    inputs.update(change)
+    return lambda: fastgru.gru_sequence(*inputs.values(), **attrs)
+
+
+def _cell(**change):
+    inputs = {
+        "X": np.zeros((N, I), f32),
+        "initial_hidden_state": np.zeros((N, H), f32),
+        "W": np.zeros((3 * H, I), f32),
+        "R": np.zeros((3 * H, H), f32),
+        "B": np.zeros(3 * H, f32),
+    }
+    attrs = {k: change.pop(k) for k in list(change) if k not in inputs}
+    inputs.update(change)
+    return lambda: fastgru.gru_cell(*inputs.values(), **attrs)
+
+
+def _augru(ov_layout=False, **change):
+    d = (1,) if ov_layout else ()
+    inputs = {
+        "X": np.zeros((N, S, I), f32),
+        "initial_hidden_state": np.zeros((N, *d, H), f32),
+        "sequence_lengths": np.array([S, 3]),
+        "W": np.zeros((*d, 3 * H, I), f32),
+        "R": np.zeros((*d, 3 * H, H), f32),
+        "B": np.zeros((*d, 3 * H), f32),
+        "A": np.zeros((N, S, 1), f32),
+    }
+    attrs = {k: change.pop(k) for k in list(change) if k not in inputs}
+    inputs.update(change)
+    return lambda: fastgru.augru_sequence(*inputs.values(), **attrs)
+
+
+def _raises(call, exc, *fragments):
+    with pytest.raises(exc) as info:
+        call()
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    return message
+
+
+def test_fastgru_error_is_a_value_error():
+    assert issubclass(FastGRUError, ValueError)
+
+
+def test_valid_baselines_do_not_raise():
+    _sequence()()
+    _cell()()
+    _augru()()
+    _augru(ov_layout=True)()
+
+
+# ------------------------------------------------------------------------------------- attributes
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, True, "32", np.float32(32)])
+def test_hidden_size_must_be_a_positive_integer(value):
+    _raises(_sequence(hidden_size=value), FastGRUError, "gru_sequence: hidden_size is", repr(value)[:6],
+            "expected a positive integer")
+
+
+def test_hidden_size_accepts_numpy_integers():
+    _sequence(hidden_size=np.int64(H))()
+
+
+@pytest.mark.parametrize("op, factory", [("gru_sequence", _sequence), ("gru_cell", _cell)])
+def test_hidden_size_must_agree_with_R(op, factory):
+    _raises(factory(hidden_size=16), FastGRUError, f"{op}: initial_hidden_state has shape", "hidden_size=16",
+            "hidden_size from the hidden_size attribute")
+
+
+def test_direction_must_be_one_of_three():
+    _raises(_sequence(direction="sideways"), FastGRUError, "gru_sequence: direction is 'sideways'",
+            "expected 'forward', 'reverse' or 'bidirectional'")
+
+
+def test_direction_is_case_insensitive():
+    _sequence(direction="FORWARD")()
+
+
+@pytest.mark.parametrize("value", ["sigmoid", ("sigmoid",), ("sigmoid", "tanh", "relu"), 3])
+def test_activations_must_be_two_names(value):
+    _raises(_sequence(activations=value), FastGRUError, f"gru_sequence: activations is {value!r}",
+            "expected two names")
+
+
+def test_activations_names_are_checked():
+    _raises(_cell(activations=("sigmoid", "elu")), FastGRUError, "gru_cell: activations[1] is 'elu'",
+            "expected one of 'relu', 'sigmoid', 'tanh'")
+
+
+@pytest.mark.parametrize("name", ["activations_alpha", "activations_beta"])
+def test_activations_alpha_beta_take_at_most_two_floats(name):
+    _raises(_sequence(**{name: [1.0, 2.0, 3.0]}), FastGRUError, f"gru_sequence: {name} is [1.0, 2.0, 3.0]",
+            "at most two floats")
+    _raises(_sequence(**{name: ["x"]}), FastGRUError, f"gru_sequence: {name}[0] is 'x'", "expected a float")
+    _raises(_sequence(**{name: 1.0}), FastGRUError, f"gru_sequence: {name} is 1.0", "expected a list")
+
+
+@pytest.mark.parametrize("value", [-1.0, math.nan, -math.inf, "3", None])
+def test_clip_must_be_a_non_negative_number(value):
+    _raises(_sequence(clip=value), FastGRUError, f"gru_sequence: clip is {value!r}", "expected a number >= 0")
+
+
+@pytest.mark.parametrize("value", [2, -1, "yes", None, 0.5])
+def test_linear_before_reset_must_be_a_bool(value):
+    _raises(_cell(linear_before_reset=value), FastGRUError, f"gru_cell: linear_before_reset is {value!r}",
+            "expected True or False")
+
+
+def test_augru_attributes_are_fixed():
+    with pytest.raises(TypeError, match="direction"):
+        _augru(direction="reverse")()
+
+
+# ----------------------------------------------------------------------------------------- dtypes
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int8, np.complex64, np.bool_, object])
+@pytest.mark.parametrize("name", ["X", "initial_hidden_state", "W", "R", "B"])
+def test_t1_must_be_floating(name, dtype):
+    shape = {"X": (N, S, I), "initial_hidden_state": (N, 1, H), "W": (1, 3 * H, I), "R": (1, 3 * H, H),
+             "B": (1, 3 * H)}[name]
+    _raises(_sequence(**{name: np.zeros(shape, dtype)}), TypeError, f"gru_sequence: {name} is {np.dtype(dtype).name}",
+            "expected float16, float32, float64 or bfloat16")
+
+
+def test_augru_A_dtype_is_checked():
+    _raises(_augru(A=np.zeros((N, S, 1), np.int32)), TypeError, "augru_sequence: A is int32")
+
+
+def test_t1_must_be_one_dtype():
+    _raises(_sequence(W=np.zeros((1, 3 * H, I), np.float64)), TypeError,
+            "gru_sequence: W is float64 but X is float32", "must share one floating dtype (T1)")
+    _raises(_augru(A=np.zeros((N, S, 1), np.float16)), TypeError, "augru_sequence: A is float16 but X is float32")
+
+
+def test_byte_order_does_not_make_a_different_t1():
+    _sequence(W=np.zeros((1, 3 * H, I), ">f4"))()
+
+
+def test_required_B_cannot_be_none():
+    _raises(_sequence(B=None), TypeError, "gru_sequence: B is None")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.bool_, np.complex64])
+def test_t2_must_be_integer(dtype):
+    _raises(_sequence(sequence_lengths=np.array([S, 3], dtype)), TypeError,
+            f"gru_sequence: sequence_lengths is {np.dtype(dtype).name}", "expected an integer dtype (T2)")
+
+
+# ----------------------------------------------------------------------------------------- shapes
+
+
+@pytest.mark.parametrize(
+    "name, bad, rank",
+    [
+        ("X", np.zeros((N, I), f32), 3),
+        ("initial_hidden_state", np.zeros((N, H), f32), 3),
+        ("sequence_lengths", np.array([[S, 3]]), 1),
+        ("W", np.zeros((3 * H, I), f32), 3),
+        ("R", np.zeros((3 * H, H), f32), 3),
+        ("B", np.zeros(3 * H, f32), 2),
+    ],
+)
+def test_ranks_are_checked(name, bad, rank):
+    _raises(_sequence(**{name: bad}), FastGRUError, f"gru_sequence: {name} has rank {bad.ndim}",
+            f"expected rank {rank}")
+
+
+def test_cell_ranks_are_checked():
+    _raises(_cell(X=np.zeros((N, 1, I), f32)), FastGRUError, "gru_cell: X has rank 3",
+            "expected rank 2: (batch_size, input_size)")
+
+
+def test_W_must_match_input_size_of_X():
+    message = _raises(_sequence(W=np.zeros((1, 3 * H, 16), f32)), FastGRUError)
+    assert message == (
+        "gru_sequence: W has shape (1, 96, 16); expected (num_directions=1, 3*hidden_size=96, input_size=32); "
+        "num_directions from direction='forward', hidden_size from R.shape[-1], input_size from X.shape[-1]"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, bad, expected",
+    [
+        ("initial_hidden_state", np.zeros((N + 1, 1, H), f32), "(batch_size=2, num_directions=1, hidden_size=32)"),
+        ("sequence_lengths", np.array([S, 3, 1]), "(batch_size=2)"),
+        ("R", np.zeros((1, 3 * H + 1, H), f32), "(num_directions=1, 3*hidden_size=96, hidden_size=32)"),
+        ("B", np.zeros((1, 4 * H), f32), "(num_directions=1, 3*hidden_size=96) (linear_before_reset=False)"),
+    ],
+)
+def test_shapes_are_checked(name, bad, expected):
+    _raises(_sequence(**{name: bad}), FastGRUError, f"gru_sequence: {name} has shape {bad.shape}",
+            f"expected {expected}")
+
+
+def test_bidirectional_needs_two_directions_everywhere():
+    _raises(_sequence(direction="bidirectional"), FastGRUError,
+            "initial_hidden_state has shape (2, 1, 32)", "num_directions=2", "direction='bidirectional'")
+
+
+def test_B_rows_follow_linear_before_reset():
+    _raises(_sequence(linear_before_reset=True), FastGRUError, "gru_sequence: B has shape (1, 96)",
+            "4*hidden_size=128", "linear_before_reset=True")
+    _raises(_cell(B=np.zeros(4 * H, f32)), FastGRUError, "gru_cell: B has shape (128,)", "3*hidden_size=96")
+
+
+def test_hidden_size_zero_in_R():
+    _raises(_cell(R=np.zeros((0, 0), f32)), FastGRUError, "gru_cell: R has shape (0, 0)", "must be positive")
+
+
+@pytest.mark.parametrize("bad", [[S + 1, 3], [-1, 3]])
+def test_sequence_lengths_must_lie_in_0_to_seq_length(bad):
+    i = 0
+    _raises(_sequence(sequence_lengths=np.array(bad)), FastGRUError,
+            f"gru_sequence: sequence_lengths[{i}] is {bad[i]}", "expected 0 <= sequence_lengths <= seq_length=5")
+
+
+def test_unsigned_sequence_lengths_beyond_seq_length():
+    _raises(_augru(sequence_lengths=np.array([3, 2**40], np.uint64)), FastGRUError,
+            "augru_sequence: sequence_lengths[1] is 1099511627776")
+
+
+def test_augru_layout_is_picked_by_the_rank_of_initial_hidden_state():
+    _raises(_augru(initial_hidden_state=np.zeros((N, 1, 1, H), f32)), FastGRUError,
+            "augru_sequence: initial_hidden_state has rank 4", "expected rank 2", "or, in OpenVINO's layout, rank 3")
+    # 2-D state with 3-D weights: the other inputs must follow the layout the state picked.
+    _raises(_augru(W=np.zeros((1, 3 * H, I), f32)), FastGRUError, "augru_sequence: W has rank 3",
+            "expected rank 2: (3*hidden_size, input_size)")
+    _raises(_augru(ov_layout=True, B=np.zeros(3 * H, f32)), FastGRUError, "augru_sequence: B has rank 1")
+
+
+def test_augru_A_shape():
+    _raises(_augru(A=np.zeros((N, S, 2), f32)), FastGRUError, "augru_sequence: A has shape (2, 5, 2)",
+            "expected (batch_size=2, seq_length=5, 1)")
+    _raises(_augru(ov_layout=True, initial_hidden_state=np.zeros((N, 2, H), f32)), FastGRUError,
+            "num_directions=1")
+
+
+def test_messages_name_the_op_first():
+    for call in (_sequence(direction="x"), _cell(clip=-1), _augru(A=np.zeros(3, f32))):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert re.match(r"^(gru_sequence|gru_cell|augru_sequence): ", str(info.value))
