@@ -1,8 +1,18 @@
 """fastgru: Numba-compiled CPU kernels for OpenVINO's GRUCell-3, GRUSequence-5 and AUGRUSequence-10."""
 
 from ._api import augru_sequence, gru_cell, gru_sequence
+from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import FastGRUError
 
 __version__ = "0.1.0"
 
-__all__ = ["FastGRUError", "augru_sequence", "gru_cell", "gru_sequence", "__version__"]
+__all__ = [
+    "AUGRUSequence",
+    "FastGRUError",
+    "GRUCell",
+    "GRUSequence",
+    "__version__",
+    "augru_sequence",
+    "gru_cell",
+    "gru_sequence",
+]

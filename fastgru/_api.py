@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ._dispatch import run
+from ._dispatch import Packed, run
 from ._validate import augru_layout, validate
 
 
@@ -62,7 +62,7 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=None, activat
     spec = validate("gru_cell", "cell", arrays, hidden_size=hidden_size, activations=activations,
                     activations_alpha=activations_alpha, activations_beta=activations_beta, clip=clip,
                     linear_before_reset=linear_before_reset)
-    return run(spec, arrays)
+    return _run(spec, arrays)[0]
 
 
 def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=None, direction="forward",
@@ -132,7 +132,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     spec = validate("gru_sequence", "sequence", arrays, hidden_size=hidden_size, direction=direction,
                     activations=activations, activations_alpha=activations_alpha,
                     activations_beta=activations_beta, clip=clip, linear_before_reset=linear_before_reset)
-    return run(spec, arrays)
+    return _run(spec, arrays)
 
 
 def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=None):
@@ -191,9 +191,17 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     """
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
                      B=B, A=A)
-    layout = augru_layout(arrays["initial_hidden_state"])
+    layout = augru_layout("augru_sequence", "initial_hidden_state", arrays["initial_hidden_state"])
     spec = validate("augru_sequence", layout, arrays, hidden_size=hidden_size)
-    return run(spec, arrays)
+    return _run(spec, arrays)
+
+
+def _run(spec, arrays):
+    """Pack the weights for this one call and compute (the prepared ops keep them packed)."""
+    packed = Packed(spec, arrays["W"], arrays["R"], arrays.get("B"))
+    lengths = arrays.get("sequence_lengths")
+    lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
+    return run(packed, arrays["X"], arrays["initial_hidden_state"], lengths, arrays.get("A"))
 
 
 def _arrays(**inputs):

@@ -1,8 +1,8 @@
-"""From a validated call to the kernel core: canonical arrays, kernel variant, outputs.
+"""From validated inputs to the kernel core: packed weights, canonical arrays, kernel variant.
 
 Every op is brought to the sequence form of ``_kernels.gru`` (the cell is one step with
 sequence_lengths = 1, AUGRU a forward sequence with attention), computed in float32 (float16,
-bfloat16, float32) or float64, and its outputs are cast back to T1 and reshaped to the op's layout.
+bfloat16, float32) or float64, and its outputs are written in T1 and the op's layout.
 Inputs are only read: conversions make new arrays, never write into the caller's.
 """
 
@@ -22,49 +22,95 @@ def compute_dtype(dtype):
     return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
 
 
-def run(spec, arrays):
-    """Compute a validated call. ``arrays`` maps specification names to NumPy arrays.
+class Packed:
+    """The weights of one op in the kernels' layout, made once (see ``_kernels.gru``)."""
 
-    Returns the op's outputs: Ho for the cell, (Y, Ho) for the sequences, in T1 and the op's layout.
+    def __init__(self, spec, W, R, B=None):
+        ct = compute_dtype(spec.dtype)
+        h, i, d = spec.hidden_size, spec.input_size, spec.num_directions
+        gates = 4 if spec.linear_before_reset else 3
+        self.spec = spec
+        self.compute_dtype = ct
+        # (I, D*3H): the input projection of every step and direction is one product X·Wᵀ.
+        self.w_t = np.ascontiguousarray(np.asarray(W, dtype=ct).reshape(d * 3 * h, i).T)
+        self.rt = np.ascontiguousarray(np.asarray(R, dtype=ct).reshape(d, 3 * h, h).transpose(0, 2, 1))
+        self.bias = np.zeros((d, 4 * h), dtype=ct)
+        if B is not None:
+            self.bias[:, : gates * h] = np.asarray(B).reshape(d, gates * h)
+        self.reversed = np.array([spec.direction == "reverse", True][:d], dtype=np.bool_)
+        self.clip = ct.type(spec.clip)
+
+    def run(self, X, h0, lengths, att, y, ho):
+        """Compute into ``y`` (N, D, S, H) and ``ho`` (N, D, H), both C-contiguous in the compute dtype.
+
+        X (N, S, I), h0 (N, D, H) and att (N, S) or None are array-likes of any T1 layout;
+        lengths is an int64 array (N,) or None for "every step".
+        """
+        ct, spec = self.compute_dtype, self.spec
+        n, d, s, h = y.shape
+        X = np.asarray(X, dtype=ct).reshape(n * s, spec.input_size)
+        xw = np.matmul(X, self.w_t).reshape(n, s, d * 3 * h)
+        h0 = np.ascontiguousarray(h0, dtype=ct).reshape(n, d, h)
+        if lengths is None:
+            lengths = np.full(n, s, dtype=np.int64)
+        att = np.zeros((0, 0), dtype=ct) if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
+        args = (xw, self.rt, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
+                spec.f_code, spec.g_code, att, y, ho)
+        # Asking Numba for the thread count costs ~2 µs: only when the work may be shared.
+        threads = 1 if n * d <= 1 or 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
+        if threads == 1:
+            run_serial(*args, 1)
+        else:
+            run_parallel(*args, min(n, -(-threads // d)))
+
+
+def run(packed, X, h0, lengths, att=None, out=None):
+    """Compute an op whose inputs are checked: returns (Ho,) for the cell, else (Y, Ho).
+
+    X is (N, I) for the cell, else (N, S, I); lengths int64 (N,) or None for every step.
     """
-    ct = compute_dtype(spec.dtype)
-    n, s, i, h = spec.batch_size, spec.seq_length, spec.input_size, spec.hidden_size
-    d = spec.num_directions
-    gates = 4 if spec.linear_before_reset else 3
+    n, s = X.shape[0], (X.shape[1] if X.ndim == 3 else 1)
+    y, ho, finish = _outputs(packed, n, s, out)
+    packed.run(X, h0, lengths, att, y, ho)
+    return finish()
 
-    X = np.asarray(arrays["X"], dtype=ct).reshape(n * s, i)
-    W = np.asarray(arrays["W"], dtype=ct).reshape(d * 3 * h, i)
-    xw = np.matmul(X, W.T).reshape(n, s, d * 3 * h)
-    rt = np.ascontiguousarray(np.asarray(arrays["R"], dtype=ct).reshape(d, 3 * h, h).transpose(0, 2, 1))
-    bias = np.zeros((d, 4 * h), dtype=ct)
-    if "B" in arrays:
-        bias[:, : gates * h] = np.asarray(arrays["B"]).reshape(d, gates * h)
-    h0 = np.ascontiguousarray(arrays["initial_hidden_state"], dtype=ct).reshape(n, d, h)
-    if "sequence_lengths" in arrays:
-        lengths = np.asarray(arrays["sequence_lengths"], dtype=np.int64)
-    else:
-        lengths = np.ones(n, dtype=np.int64)
-    if "A" in arrays:
-        att = np.ascontiguousarray(arrays["A"], dtype=ct).reshape(n, s)
-    else:
-        att = np.zeros((0, 0), dtype=ct)
-    reversed_ = np.array([spec.direction == "reverse", True][:d], dtype=np.bool_)
 
-    y = np.empty((n, d, s, h), dtype=ct)
-    ho = np.empty((n, d, h), dtype=ct)
-    args = (xw, rt, bias, h0, lengths, reversed_, spec.linear_before_reset, ct.type(spec.clip),
-            spec.f_code, spec.g_code, att, y, ho)
-    threads = numba.get_num_threads()
-    flops = 2 * n * s * d * 3 * h * h
-    if threads == 1 or n * d <= 1 or flops < SERIAL_BELOW_FLOPS:
-        run_serial(*args, 1)
-    else:
-        run_parallel(*args, min(n, -(-threads // d)))
+def _outputs(packed, n, s, out):
+    """Kernel outputs (y, ho) in the compute dtype, and a ``finish`` giving the op's results.
 
-    if ct != spec.dtype:
-        y, ho = y.astype(spec.dtype), ho.astype(spec.dtype)
+    ``out`` (already checked) is written directly when T1 is the compute dtype; otherwise the
+    kernel writes float32 buffers that ``finish`` rounds into ``out`` or into new arrays.
+    """
+    spec, ct = packed.spec, packed.compute_dtype
+    d, h = spec.num_directions, spec.hidden_size
+    shapes = result_shapes(spec, n, s)
+    if out is not None and spec.dtype == ct:
+        results = out
+    else:
+        results = tuple(np.empty(shape, dtype=ct) for shape in shapes)
     if spec.layout == "cell":
-        return ho.reshape(n, h)
+        ho = results[0].reshape(n, 1, h)
+        y = ho.reshape(n, 1, 1, h)
+    else:
+        y, ho = results[0].reshape(n, d, s, h), results[1].reshape(n, d, h)
+
+    def finish():
+        if out is not None and results is not out:
+            for dst, src in zip(out, results):
+                np.copyto(dst, src, casting="unsafe")
+            return out
+        if spec.dtype != ct:
+            return tuple(r.astype(spec.dtype) for r in results)
+        return results
+
+    return y, ho, finish
+
+
+def result_shapes(spec, n, s):
+    """Shapes of the op's results: (Ho,) for the cell, (Y, Ho) for the sequences."""
+    d, h = spec.num_directions, spec.hidden_size
+    if spec.layout == "cell":
+        return ((n, h),)
     if spec.layout == "augru2d":
-        return y.reshape(n, s, h), ho.reshape(n, h)
-    return y, ho
+        return (n, s, h), (n, h)
+    return (n, d, s, h), (n, d, h)

@@ -23,11 +23,9 @@ class FastGRUError(ValueError):
 
 @dataclass(frozen=True)
 class Spec:
-    """What a validated call computes. Sizes follow SPEC.md §2."""
+    """What an op computes, whatever the batch: attributes, sizes (SPEC.md §2), T1 and layout."""
 
     op: str
-    batch_size: int
-    seq_length: int
     input_size: int
     hidden_size: int
     direction: str
@@ -114,9 +112,12 @@ def _is_t1(dtype):
     return dtype in _T1_DTYPES or dtype.name == "bfloat16"
 
 
-def _check_t1(op, arrays):
-    """All T1 inputs share one floating dtype (SPEC.md §5); returns it in native byte order."""
-    first_name, first = None, None
+def _check_t1(op, arrays, first_name=None, first=None):
+    """All T1 inputs share one floating dtype (SPEC.md §5); returns it in native byte order.
+
+    ``first_name``/``first``: the dtype the inputs must match, when it is known already (the
+    weights of a prepared op).
+    """
     for name, array in arrays.items():
         if array.dtype == object and array.ndim == 0 and array.item() is None:
             raise TypeError(f"{op}: {name} is None; expected an array of float16, float32, float64 or bfloat16")
@@ -130,8 +131,8 @@ def _check_t1(op, arrays):
             first_name, first = name, dtype
         elif dtype != first:
             raise TypeError(
-                f"{op}: {name} is {dtype.name} but {first_name} is {first.name}; "
-                f"{', '.join(arrays)} must share one floating dtype (T1)"
+                f"{op}: {name} is {dtype.name} but {first_name} is {first.name}; all of X, initial_hidden_state, "
+                "W, R, B (and A) must share one floating dtype (T1)"
             )
     return first
 
@@ -176,12 +177,6 @@ LAYOUTS = {
         "A": ("batch_size", "seq_length", "1"),
     },
 }
-_SOURCES = {
-    "batch_size": "X.shape[0]",
-    "seq_length": "X.shape[1]",
-    "input_size": "X.shape[-1]",
-    "hidden_size": "R.shape[-1]",
-}
 
 
 def _size(symbol, dims):
@@ -192,40 +187,18 @@ def _size(symbol, dims):
     return dims[factor] * dims[name] if factor else dims[name]
 
 
-def _where(name, symbols, hidden_size_given, direction):
-    """Say where the sizes in ``symbols`` come from, naming the other inputs."""
-    parts = []
-    for symbol in dict.fromkeys(s.rpartition("*")[2] for s in symbols):
-        source = "the hidden_size attribute" if symbol == "hidden_size" and hidden_size_given else _SOURCES.get(symbol)
-        if symbol == "num_directions":
-            source = f"direction={direction!r}"
-        if source and not source.startswith(name + "."):
-            parts.append(f"{symbol} from {source}")
-    return "; " + ", ".join(parts) if parts else ""
-
-
-def _check_shapes(op, layout, arrays, hidden_size, direction, linear_before_reset):
-    """Check ranks, then every dimension against X, R and the attributes; return the sizes."""
-    for name in ("X", "R", *arrays):
+def _check_ranks(op, layout, arrays):
+    for name, array in arrays.items():
         symbols = layout[name]
-        array = arrays[name]
         if array.ndim != len(symbols):
             raise FastGRUError(
                 f"{op}: {name} has rank {array.ndim} (shape {array.shape}); "
                 f"expected rank {len(symbols)}: ({', '.join(symbols)}{',' if len(symbols) == 1 else ''})"
             )
-    X, R = arrays["X"], arrays["R"]
-    if hidden_size is None and R.shape[-1] == 0:
-        raise FastGRUError(f"{op}: R has shape {R.shape}; hidden_size (its last dimension) must be positive")
-    dims = {
-        "batch_size": X.shape[0],
-        "seq_length": X.shape[1] if X.ndim == 3 else 1,
-        "input_size": X.shape[-1],
-        "hidden_size": R.shape[-1] if hidden_size is None else hidden_size,
-        "num_directions": DIRECTIONS[direction],
-        "G": 4 if linear_before_reset else 3,
-        "3": 3,
-    }
+
+
+def _check_shapes(op, layout, arrays, dims, sources, linear_before_reset):
+    """Check every dimension of ``arrays`` against ``dims``; ``sources`` says where each size came from."""
     for name, array in arrays.items():
         symbols = layout[name]
         expected = tuple(_size(symbol, dims) for symbol in symbols)
@@ -233,15 +206,40 @@ def _check_shapes(op, layout, arrays, hidden_size, direction, linear_before_rese
             text = ", ".join(symbol if symbol == "1" else f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
                              for symbol, size in zip(symbols, expected))
             note = f" (linear_before_reset={linear_before_reset})" if "G*hidden_size" in symbols else ""
+            where = [f"{size} from {sources[size]}" for size in dict.fromkeys(s.rpartition("*")[2] for s in symbols)
+                     if size in sources and not sources[size].startswith(name + ".")]
             raise FastGRUError(
-                f"{op}: {name} has shape {array.shape}; expected ({text}){note}"
-                f"{_where(name, symbols, hidden_size is not None, direction)}"
+                f"{op}: {name} has shape {array.shape}; expected ({text}){note}" + ("; " + ", ".join(where) if where else "")
             )
-    return dims
 
 
-def _check_lengths(op, sequence_lengths, seq_length):
-    if sequence_lengths.size == 0 or (sequence_lengths.min() >= 0 and sequence_lengths.max() <= seq_length):
+def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
+    """The sizes of a call, and where each comes from: ``known`` ones (a prepared op's weights),
+    then X for batch, steps and inputs, W for inputs without X, the attribute or R for hidden."""
+    dims = {"num_directions": DIRECTIONS[direction], "G": 4 if linear_before_reset else 3, "3": 3}
+    sources = {"num_directions": f"direction={direction!r}"}
+    for name, (size, source) in (known or {}).items():
+        dims[name], sources[name] = size, source
+    X = arrays.get("X")
+    if X is not None:
+        dims["batch_size"], sources["batch_size"] = X.shape[0], "X.shape[0]"
+        dims["seq_length"], sources["seq_length"] = (X.shape[1], "X.shape[1]") if X.ndim == 3 else (1, "")
+    if "input_size" not in dims:
+        dims["input_size"], sources["input_size"] = (X.shape[-1], "X.shape[-1]") if X is not None else (
+            arrays["W"].shape[-1], "W.shape[-1]")
+    if "hidden_size" not in dims:
+        dims["hidden_size"], sources["hidden_size"] = (
+            (arrays["R"].shape[-1], "R.shape[-1]") if hidden_size is None else (hidden_size, "the hidden_size attribute"))
+    return dims, sources
+
+
+def check_lengths(op, sequence_lengths, seq_length):
+    """0 <= sequence_lengths <= seq_length (SPEC.md §4)."""
+    if sequence_lengths.size <= 16:  # a list is faster than two NumPy reductions at serving sizes
+        values = sequence_lengths.tolist()
+        if not values or (min(values) >= 0 and max(values) <= seq_length):
+            return
+    elif sequence_lengths.min() >= 0 and sequence_lengths.max() <= seq_length:
         return
     bad = (sequence_lengths < 0) | (sequence_lengths > seq_length)
     if bad.any():
@@ -255,13 +253,8 @@ def _check_lengths(op, sequence_lengths, seq_length):
 # ----------------------------------------------------------------------------------------------- ops
 
 
-def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
-             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
-    """Check one call: ``arrays`` maps specification names to NumPy arrays; return its Spec.
-
-    ``layout`` names an entry of LAYOUTS; attributes are checked first, then dtypes, then shapes
-    and finally sequence_lengths values.
-    """
+def _attributes(op, hidden_size, direction, activations, activations_alpha, activations_beta, clip,
+                linear_before_reset):
     hidden_size = _check_hidden_size(op, hidden_size)
     direction = _check_direction(op, direction)
     f_code, g_code = _check_activations(op, activations)
@@ -269,24 +262,84 @@ def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activ
     _check_alpha_beta(op, "activations_beta", activations_beta)
     clip = _check_clip(op, clip)
     linear_before_reset = _check_linear_before_reset(op, linear_before_reset)
-    dtype = _check_t1(op, {name: a for name, a in arrays.items() if name != "sequence_lengths"})
+    return hidden_size, direction, f_code, g_code, clip, linear_before_reset
+
+
+def _check(op, layout, arrays, hidden_size, direction, linear_before_reset, known=None, dtype=None):
+    """dtypes, then ranks, then shapes, then sequence_lengths values; returns (dims, T1)."""
+    floats = {name: a for name, a in arrays.items() if name != "sequence_lengths"}
+    dtype = _check_t1(op, floats, "the op's W" if dtype is not None else None, dtype)
     if "sequence_lengths" in arrays:
         _check_t2(op, arrays["sequence_lengths"])
-    dims = _check_shapes(op, LAYOUTS[layout], arrays, hidden_size, direction, linear_before_reset)
+    layout = LAYOUTS[layout]
+    _check_ranks(op, layout, arrays)
+    if known is None and hidden_size is None and arrays["R"].shape[-1] == 0:
+        raise FastGRUError(f"{op}: R has shape {arrays['R'].shape}; hidden_size (its last dimension) must be positive")
+    dims, sources = _dims(arrays, hidden_size, direction, linear_before_reset, known)
+    _check_shapes(op, layout, arrays, dims, sources, linear_before_reset)
     if "sequence_lengths" in arrays:
-        _check_lengths(op, arrays["sequence_lengths"], dims["seq_length"])
-    return Spec(op, dims["batch_size"], dims["seq_length"], dims["input_size"], dims["hidden_size"], direction,
-                f_code, g_code, clip, linear_before_reset, dtype, layout)
+        check_lengths(op, arrays["sequence_lengths"], dims["seq_length"])
+    return dims, dtype
 
 
-def augru_layout(initial_hidden_state):
-    """The AUGRU layout that the rank of initial_hidden_state picks (SPEC.md §2)."""
-    if initial_hidden_state.ndim == 2:
+def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
+             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+    """Check one function call: ``arrays`` maps specification names to NumPy arrays; return its Spec.
+
+    ``layout`` names an entry of LAYOUTS. Attributes are checked first, then dtypes, shapes and
+    finally the values of sequence_lengths. Sizes come from X (batch, steps, inputs) and R (hidden).
+    """
+    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(
+        op, hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
+    dims, dtype = _check(op, layout, arrays, hidden_size, direction, lbr)
+    return Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
+
+
+def validate_weights(op, layout, weights, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
+                     activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+    """Check the weights (W, R, B) and attributes of a prepared op; input_size comes from W."""
+    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(
+        op, hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
+    dims, dtype = _check(op, layout, weights, hidden_size, direction, lbr)
+    return Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
+
+
+def validate_call(spec, arrays, layout=None):
+    """Check the per-call inputs of a prepared op against its Spec (sizes and T1 of its weights)."""
+    known = {"input_size": (spec.input_size, "the op's W"), "hidden_size": (spec.hidden_size, "the op's R")}
+    _check(spec.op, layout or spec.layout, arrays, spec.hidden_size, spec.direction, spec.linear_before_reset,
+           known, spec.dtype)
+
+
+def augru_layout(op, name, array):
+    """The AUGRU layout picked by the rank of ``array`` (SPEC.md §2): initial_hidden_state for the
+    function, W for a prepared op (its state must then follow)."""
+    if array.ndim == 2:
         return "augru2d"
-    if initial_hidden_state.ndim == 3:
+    if array.ndim == 3:
         return "sequence"
+    dims = LAYOUTS["augru2d"][name]
     raise FastGRUError(
-        f"augru_sequence: initial_hidden_state has rank {initial_hidden_state.ndim} (shape "
-        f"{initial_hidden_state.shape}); expected rank 2 (batch_size, hidden_size) or, in OpenVINO's "
-        "layout, rank 3 (batch_size, 1, hidden_size)"
+        f"{op}: {name} has rank {array.ndim} (shape {array.shape}); expected rank 2 ({', '.join(dims)}) or, "
+        f"in OpenVINO's layout, rank 3 (1, {', '.join(dims)})".replace("(1, batch_size", "(batch_size, 1")
     )
+
+
+def check_out(spec, out, shapes):
+    """Check preallocated outputs: a tuple (Y, Ho) for the sequences, one array for the cell."""
+    names = ("Ho",) if spec.layout == "cell" else ("Y", "Ho")
+    outs = (out,) if spec.layout == "cell" else out
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(names):
+        raise FastGRUError(f"{spec.op}: out is {type(out).__name__}; expected "
+                           + ("an ndarray for Ho" if len(names) == 1 else "a tuple (Y, Ho) of ndarrays"))
+    for name, array, shape in zip(names, outs, shapes):
+        if not isinstance(array, np.ndarray):
+            raise FastGRUError(f"{spec.op}: out {name} is {type(array).__name__}; expected an ndarray")
+        if array.shape != shape:
+            raise FastGRUError(f"{spec.op}: out {name} has shape {array.shape}; expected {shape}")
+        if array.dtype != spec.dtype or not array.dtype.isnative:
+            raise TypeError(f"{spec.op}: out {name} is {array.dtype.name}; expected {spec.dtype.name}, "
+                            "the dtype of the inputs")
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            raise FastGRUError(f"{spec.op}: out {name} must be a writeable C-contiguous array")
+    return tuple(outs)

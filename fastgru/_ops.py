@@ -1,0 +1,157 @@
+"""Prepared ops: weights validated and packed once, called per request (like a compiled model).
+
+A prepared op keeps its weights in the kernels' layout; each call checks only the per-request
+inputs, on a fast path of plain comparisons that falls back to the full checks of
+``_validate.validate_call`` (and their messages) when anything differs from what the op expects.
+"""
+
+import math
+
+import numpy as np
+
+from ._dispatch import Packed, result_shapes, run
+from ._validate import augru_layout, check_lengths, check_out, validate_call, validate_weights
+
+
+class _Prepared:
+    """Shared per-call logic; subclasses name their inputs."""
+
+    def __init__(self, op, layout, weights, **attrs):
+        weights = {name: np.asarray(a) for name, a in weights.items()}
+        self.spec = validate_weights(op, layout, weights, **attrs)
+        self._packed = Packed(self.spec, weights["W"], weights["R"], weights.get("B"))
+
+    @property
+    def hidden_size(self) -> int:
+        return self.spec.hidden_size
+
+    @property
+    def input_size(self) -> int:
+        return self.spec.input_size
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype
+
+    def _call(self, X, initial_hidden_state, sequence_lengths=None, A=None, out=None):
+        spec = self.spec
+        X, h0 = np.asarray(X), np.asarray(initial_hidden_state)
+        arrays = {"X": X, "initial_hidden_state": h0}
+        if sequence_lengths is not None:
+            arrays["sequence_lengths"] = sequence_lengths = np.asarray(sequence_lengths)
+        if A is not None:
+            arrays["A"] = A = np.asarray(A)
+        n = X.shape[0] if X.ndim else 0
+        s = X.shape[1] if X.ndim == 3 else 1
+        shapes = result_shapes(spec, n, s)
+        if not self._fast_ok(X, h0, sequence_lengths, A, shapes):
+            validate_call(spec, arrays)
+        elif sequence_lengths is not None:
+            check_lengths(spec.op, sequence_lengths, s)
+        if out is not None:
+            out = check_out(spec, out, shapes)
+        lengths = None if sequence_lengths is None else np.asarray(sequence_lengths, dtype=np.int64)
+        results = run(self._packed, X, h0, lengths, A, out)
+        return results[0] if spec.layout == "cell" else results
+
+    def _fast_ok(self, X, h0, lengths, A, shapes):
+        """Plain comparisons for the common case: every input as the op expects it."""
+        spec = self.spec
+        dtype = spec.dtype
+        n = shapes[-1][0]
+        if X.dtype != dtype or h0.dtype != dtype or h0.shape != shapes[-1]:
+            return False
+        if X.ndim != (2 if spec.layout == "cell" else 3) or X.shape[-1] != spec.input_size:
+            return False
+        if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
+            return False
+        return A is None or (A.dtype == dtype and A.shape == (n, X.shape[1], 1))
+
+    def __repr__(self):
+        spec = self.spec
+        return (f"{type(self).__name__}(hidden_size={spec.hidden_size}, input_size={spec.input_size}, "
+                f"direction={spec.direction!r}, linear_before_reset={spec.linear_before_reset}, "
+                f"dtype={spec.dtype.name})")
+
+
+class GRUCell(_Prepared):
+    """A prepared GRUCell-3: ``cell = GRUCell(W, R, B)``, then ``Ho = cell(X, initial_hidden_state)``.
+
+    Weights and attributes are those of :func:`fastgru.gru_cell`; ``out=`` takes a preallocated
+    Ho (batch_size, hidden_size) of the weights' dtype, which may be initial_hidden_state itself.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> cell = fastgru.GRUCell(rng.standard_normal((12, 3)), rng.standard_normal((12, 4)))
+    >>> h = np.zeros((2, 4))
+    >>> for x in rng.standard_normal((5, 2, 3)):
+    ...     _ = cell(x, h, out=h)
+    >>> h.shape
+    (2, 4)
+    """
+
+    def __init__(self, W, R, B=None, *, hidden_size=None, activations=("sigmoid", "tanh"), activations_alpha=(),
+                 activations_beta=(), clip=math.inf, linear_before_reset=False):
+        weights = {"W": W, "R": R} if B is None else {"W": W, "R": R, "B": B}
+        super().__init__("GRUCell", "cell", weights, hidden_size=hidden_size, activations=activations,
+                         activations_alpha=activations_alpha, activations_beta=activations_beta, clip=clip,
+                         linear_before_reset=linear_before_reset)
+
+    def __call__(self, X, initial_hidden_state, *, out=None):
+        return self._call(X, initial_hidden_state, out=out)
+
+
+class GRUSequence(_Prepared):
+    """A prepared GRUSequence-5: ``op = GRUSequence(W, R, B, ...)``, then
+    ``Y, Ho = op(X, initial_hidden_state, sequence_lengths)``.
+
+    Weights and attributes are those of :func:`fastgru.gru_sequence`; ``out=`` takes a
+    preallocated tuple (Y, Ho) of the weights' dtype.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> op = fastgru.GRUSequence(rng.standard_normal((1, 12, 3)), rng.standard_normal((1, 12, 4)),
+    ...                          np.zeros((1, 12)))
+    >>> Y, Ho = op(rng.standard_normal((2, 5, 3)), np.zeros((2, 1, 4)), [5, 2])
+    >>> Y.shape, Ho.shape
+    ((2, 1, 5, 4), (2, 1, 4))
+    """
+
+    def __init__(self, W, R, B, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
+                 activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+        super().__init__("GRUSequence", "sequence", {"W": W, "R": R, "B": B}, hidden_size=hidden_size,
+                         direction=direction, activations=activations, activations_alpha=activations_alpha,
+                         activations_beta=activations_beta, clip=clip, linear_before_reset=linear_before_reset)
+
+    def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
+        return self._call(X, initial_hidden_state, sequence_lengths, out=out)
+
+
+class AUGRUSequence(_Prepared):
+    """A prepared AUGRUSequence-10: ``op = AUGRUSequence(W, R, B)``, then
+    ``Y, Ho = op(X, initial_hidden_state, sequence_lengths, A)``.
+
+    The rank of W picks the layout, as initial_hidden_state does for :func:`fastgru.augru_sequence`:
+    W (3*hidden_size, input_size) for the documented one, (1, 3*hidden_size, input_size) for OpenVINO's.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> op = fastgru.AUGRUSequence(rng.standard_normal((12, 3)), rng.standard_normal((12, 4)), np.zeros(12))
+    >>> Y, Ho = op(rng.standard_normal((2, 5, 3)), np.zeros((2, 4)), [5, 2], rng.uniform(size=(2, 5, 1)))
+    >>> Y.shape, Ho.shape
+    ((2, 5, 4), (2, 4))
+    """
+
+    def __init__(self, W, R, B, *, hidden_size=None):
+        W = np.asarray(W)
+        layout = augru_layout("AUGRUSequence", "W", W)
+        super().__init__("AUGRUSequence", layout, {"W": W, "R": R, "B": B}, hidden_size=hidden_size)
+
+    def __call__(self, X, initial_hidden_state, sequence_lengths, A, *, out=None):
+        return self._call(X, initial_hidden_state, sequence_lengths, A, out=out)
