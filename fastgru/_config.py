@@ -9,3 +9,7 @@ CACHE = os.environ.get("FASTGRU_NO_CACHE", "") in ("", "0")
 #: ``fastmath=True`` set includes no-NaN/no-inf, which would break the NaN propagation that
 #: SPEC.md §6 requires, and reassociation would let two compilations of one loop round differently.
 FASTMATH = {"contract"}
+
+#: Options of every kernel. error_model="numpy": a float division by zero gives inf/NaN as in
+#: NumPy instead of raising, which removes a branch per division that stops vectorisation.
+JIT_OPTIONS = {"cache": CACHE, "fastmath": FASTMATH, "error_model": "numpy"}

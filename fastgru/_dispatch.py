@@ -9,7 +9,7 @@ Inputs are only read: conversions make new arrays, never write into the caller's
 import numba
 import numpy as np
 
-from ._kernels.gru import run_parallel, run_serial
+from ._kernels.gru import pack_recurrent, run_parallel, run_serial
 
 #: Below this many floating-point operations in the recurrence a call runs on the calling thread:
 #: entering a parallel region costs microseconds (PERF_NOTES.md, "No fork/join per time step"),
@@ -33,10 +33,10 @@ class Packed:
         self.compute_dtype = ct
         # (I, D*3H): the input projection of every step and direction is one product X·Wᵀ.
         self.w_t = np.ascontiguousarray(np.asarray(W, dtype=ct).reshape(d * 3 * h, i).T)
-        self.rt = np.ascontiguousarray(np.asarray(R, dtype=ct).reshape(d, 3 * h, h).transpose(0, 2, 1))
-        self.bias = np.zeros((d, 4 * h), dtype=ct)
+        self.rp, hp = pack_recurrent(R, d, h, ct)
+        self.bias = np.zeros((d, 4, hp), dtype=ct)
         if B is not None:
-            self.bias[:, : gates * h] = np.asarray(B).reshape(d, gates * h)
+            self.bias[:, :gates, :h] = np.asarray(B).reshape(d, gates, h)
         self.reversed = np.array([spec.direction == "reverse", True][:d], dtype=np.bool_)
         self.clip = ct.type(spec.clip)
 
@@ -54,12 +54,12 @@ class Packed:
         if lengths is None:
             lengths = np.full(n, s, dtype=np.int64)
         att = np.zeros((0, 0), dtype=ct) if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
-        args = (xw, self.rt, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
+        args = (xw, self.rp, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
                 spec.f_code, spec.g_code, att, y, ho)
         # Asking Numba for the thread count costs ~2 µs: only when the work may be shared.
         threads = 1 if n * d <= 1 or 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
         if threads == 1:
-            run_serial(*args, 1)
+            run_serial(*args)
         else:
             run_parallel(*args, min(n, -(-threads // d)))
 

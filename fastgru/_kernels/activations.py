@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .._config import CACHE
+from .._config import JIT_OPTIONS
 
 RELU, SIGMOID, TANH = 0, 1, 2
 CODES = {"relu": RELU, "sigmoid": SIGMOID, "tanh": TANH}
@@ -44,7 +44,7 @@ def sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-@overload(tanh, jit_options={"cache": CACHE})
+@overload(tanh, inline="always")
 def _tanh_impl(x):
     if x == types.float32:
 
@@ -69,7 +69,7 @@ def _tanh_impl(x):
     return lambda x: math.tanh(x)
 
 
-@overload(sigmoid, jit_options={"cache": CACHE})
+@overload(sigmoid, inline="always")
 def _sigmoid_impl(x):
     if x == types.float32:
         # sigmoid(x) = 0.5 * tanh(x / 2) + 0.5 keeps the vectorisable tanh above.
@@ -77,7 +77,7 @@ def _sigmoid_impl(x):
     return lambda x: 1.0 / (1.0 + math.exp(-x))
 
 
-@njit(cache=CACHE)
+@njit(**JIT_OPTIONS)
 def activate(v, code):
     """Apply activation ``code`` to ``v`` in place; one loop per code so that each vectorises."""
     if code == SIGMOID:
@@ -93,7 +93,7 @@ def activate(v, code):
                 v[j] = 0
 
 
-@njit(cache=CACHE)
+@njit(**JIT_OPTIONS)
 def clip(v, c):
     """Clamp ``v`` to [-c, c] in place (SPEC.md §3); NaN passes through."""
     for j in range(v.shape[0]):

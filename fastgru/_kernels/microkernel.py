@@ -1,0 +1,110 @@
+"""A register-tiled matrix-product micro-kernel, written at the LLVM level.
+
+LLVM does not turn loop-carried scalar accumulators into vector registers, so a plain Numba loop
+nest keeps its partial sums in memory and stays far below the FMA rate (PERF_NOTES.md §1). This
+intrinsic holds an MR x (NP·NV·lanes) tile of C in vector registers for the whole k loop, and
+issues one fused multiply-add per register per k. Vectors are 64 bytes wide (16 float32 or 8
+float64): one AVX-512 register, or two AVX2 ones where LLVM legalises them.
+
+Every element of C receives the same sequence of operations, c = fma(a[k], b[k], c) for
+k = 0, 1, ..., whatever MR, NP and NV are, so tiling never changes a result's bits.
+"""
+
+from llvmlite import ir
+from numba import config, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+VECTOR_BYTES = 64
+
+
+def lanes(dtype):
+    """Elements per vector register for ``dtype`` (a NumPy dtype)."""
+    return VECTOR_BYTES // dtype.itemsize
+
+
+@intrinsic(prefer_literal=True)
+def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):
+    """C[r, q*NR + v*L + l] += sum_k A[k, r] * Bq[k, v*L + l] for r < MR, q < NP, v < NV, l < L.
+
+    c : 1-D array; C's row r starts at c_off + r*ldc, its columns are contiguous.
+    a : 1-D array; packed A, element (k, r) at a_off + k*MR + r.
+    b : 1-D array; packed panels, element (k, v*L + l) of panel q at b_off + q*b_stride + k*NR + v*L + l,
+        with NR = NV*L the panel width.
+    mr, np_, nv : integer literals (MR rows, NP panels, NV vectors per panel).
+    """
+    if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
+        return None
+    MR, NP, NV = mr.literal_value, np_.literal_value, nv.literal_value
+    sig = types.void(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv)
+
+    def codegen(context, builder, signature, args):
+        dtype = signature.args[0].dtype
+        width = VECTOR_BYTES // (dtype.bitwidth // 8)
+        scalar = context.get_value_type(dtype)
+        vec = ir.VectorType(scalar, width)
+        i64 = ir.IntType(64)
+        align = dtype.bitwidth // 8
+
+        def as_i64(value):
+            return builder.sext(value, i64) if value.type.width < 64 else value
+
+        def const(value):
+            return ir.Constant(i64, value)
+
+        c_arr, c_off_, ldc_, a_arr, a_off_, b_arr, b_off_, b_stride_, k_len_ = args[:9]
+        c_off_, ldc_, a_off_, b_off_, b_stride_, k_len_ = map(as_i64, (c_off_, ldc_, a_off_, b_off_, b_stride_,
+                                                                       k_len_))
+        c_ptr = context.make_array(signature.args[0])(context, builder, c_arr).data
+        a_ptr = context.make_array(signature.args[3])(context, builder, a_arr).data
+        b_ptr = context.make_array(signature.args[5])(context, builder, b_arr).data
+
+        def vector_at(base, offset):
+            return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
+
+        c_rows = [builder.add(c_off_, builder.mul(ldc_, const(r))) for r in range(MR)]
+        cols = [q * NV * width + v * width for q in range(NP) for v in range(NV)]
+        slots = [[cgutils.alloca_once(builder, vec) for _ in cols] for _ in range(MR)]
+        for r in range(MR):
+            for slot, col in zip(slots[r], cols):
+                builder.store(builder.load(vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align), slot)
+
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec, vec, vec]),
+                                             f"llvm.fma.v{width}f{dtype.bitwidth}")
+        undef = ir.Constant(vec, ir.Undefined)
+        splat = ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width)
+        zero32 = ir.Constant(ir.IntType(32), 0)
+        panel_width = const(NV * width)
+        with cgutils.for_range(builder, k_len_) as loop:
+            k = loop.index
+            row = builder.add(b_off_, builder.mul(k, panel_width))
+            bs = []
+            for q in range(NP):
+                panel = builder.add(row, builder.mul(b_stride_, const(q)))
+                bs.extend(builder.load(vector_at(b_ptr, builder.add(panel, const(v * width))), align=align)
+                          for v in range(NV))
+            a_row = builder.add(a_off_, builder.mul(k, const(MR)))
+            for r in range(MR):
+                a_val = builder.load(builder.gep(a_ptr, [builder.add(a_row, const(r))]))
+                a_vec = builder.shuffle_vector(builder.insert_element(undef, a_val, zero32), undef, splat)
+                for slot, b_vec in zip(slots[r], bs):
+                    builder.store(builder.call(fma, [a_vec, b_vec, builder.load(slot)]), slot)
+
+        for r in range(MR):
+            for slot, col in zip(slots[r], cols):
+                builder.store(builder.load(slot), vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line coverage): the same sums
+
+    def tile_fma(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):  # noqa: F811
+        nr = nv * lanes(c.dtype)
+        packed_a = a[a_off: a_off + k_len * mr].reshape(k_len, mr)
+        for q in range(np_):
+            panel = b[b_off + q * b_stride: b_off + q * b_stride + k_len * nr].reshape(k_len, nr)
+            for r in range(mr):
+                start = c_off + r * ldc + q * nr
+                c[start: start + nr] += packed_a[:, r] @ panel
