@@ -9,12 +9,20 @@ Inputs are only read: conversions make new arrays, never write into the caller's
 import numba
 import numpy as np
 
-from ._kernels.gru import pack_recurrent, run_parallel, run_serial
+from ._kernels.gru import pack_panels, run_parallel, run_serial, run_split
 
 #: Below this many floating-point operations in the recurrence a call runs on the calling thread:
 #: entering a parallel region costs microseconds (PERF_NOTES.md, "No fork/join per time step"),
 #: more than the whole computation at this size (~1e5 flops is ~5 µs of one core's work).
 SERIAL_BELOW_FLOPS = 100_000
+
+#: A task computes X·Wᵀ + bias for all its rows and steps up front when the result fits in this
+#: many bytes (it stays in L2); beyond, one step at a time (PERF_NOTES.md §5: hoisting helps at
+#: batch 1, computing it per step at B=64, T=100, H=256).
+HOIST_BYTES = 1 << 20
+
+#: A single row (batch 1, one direction) is split over two threads from this hidden_size on.
+SPLIT_FROM_HIDDEN = 128
 
 
 def compute_dtype(dtype):
@@ -31,9 +39,8 @@ class Packed:
         gates = 4 if spec.linear_before_reset else 3
         self.spec = spec
         self.compute_dtype = ct
-        # (I, D*3H): the input projection of every step and direction is one product X·Wᵀ.
-        self.w_t = np.ascontiguousarray(np.asarray(W, dtype=ct).reshape(d * 3 * h, i).T)
-        self.rp, hp = pack_recurrent(R, d, h, ct)
+        self.wp, hp = pack_panels(W, d, h, ct)
+        self.rp, _ = pack_panels(R, d, h, ct)
         self.bias = np.zeros((d, 4, hp), dtype=ct)
         if B is not None:
             self.bias[:, :gates, :h] = np.asarray(B).reshape(d, gates, h)
@@ -48,20 +55,24 @@ class Packed:
         """
         ct, spec = self.compute_dtype, self.spec
         n, d, s, h = y.shape
-        X = np.asarray(X, dtype=ct).reshape(n * s, spec.input_size)
-        xw = np.matmul(X, self.w_t).reshape(n, s, d * 3 * h)
+        X = np.ascontiguousarray(X, dtype=ct).reshape(n, s, spec.input_size)
         h0 = np.ascontiguousarray(h0, dtype=ct).reshape(n, d, h)
         if lengths is None:
             lengths = np.full(n, s, dtype=np.int64)
         att = np.zeros((0, 0), dtype=ct) if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
-        args = (xw, self.rp, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
+        args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
                 spec.f_code, spec.g_code, att, y, ho)
         # Asking Numba for the thread count costs ~2 µs: only when the work may be shared.
-        threads = 1 if n * d <= 1 or 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
-        if threads == 1:
-            run_serial(*args)
+        threads = 1 if 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
+        if threads > 1 and n * d == 1 and h >= SPLIT_FROM_HIDDEN:
+            run_split(*args)
+            return
+        blocks = 1 if threads == 1 else min(n, -(-threads // d))
+        hoist = -(-n // blocks) * s * 3 * self.bias.shape[2] * ct.itemsize <= HOIST_BYTES
+        if blocks == 1 and d == 1 or threads == 1:
+            run_serial(*args, hoist)
         else:
-            run_parallel(*args, min(n, -(-threads // d)))
+            run_parallel(*args, hoist, blocks)
 
 
 def run(packed, X, h0, lengths, att=None, out=None):

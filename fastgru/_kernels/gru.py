@@ -1,14 +1,15 @@
 """The one kernel core behind GRUCell-3, GRUSequence-5 and AUGRUSequence-10.
 
-Every op reaches ``run_parallel`` or ``run_serial`` with the same canonical arrays (the cell is
-a sequence of one step, AUGRU a forward GRU with attention). N batch rows, S steps, D directions,
-H hidden units; NR is the panel width of the packed weights (two vectors, see microkernel.py) and
-Hp = H rounded up to a multiple of NR. All arrays C-contiguous in the compute dtype unless noted.
+Every op reaches ``run_serial``, ``run_parallel`` or ``run_split`` with the same canonical arrays
+(the cell is a sequence of one step, AUGRU a forward GRU with attention). N batch rows, S steps,
+I inputs, D directions, H hidden units; NR is the panel width of the packed weights (two vectors,
+see microkernel.py) and Hp is H rounded up to a multiple of NR. Arrays are C-contiguous in the
+compute dtype (float32 or float64) unless noted:
 
-xw       : (N, S, D*3H)   X·Wᵀ for every step and direction, gate order z, r, h; no bias.
-rp       : (D*3*Hp/NR*H*NR,) Rᵀ packed in panels: panel q (gate q // (Hp/NR)) holds, for each k,
-           NR consecutive hidden units of that gate (zero past H), so the recurrent product
-           streams memory in order.
+X        : (N, S, I)      input_data.
+wp, rp   : flat           Wᵀ and Rᵀ packed by ``pack_panels``: for each direction and gate (z, r, h),
+                          panels of NR consecutive hidden units (zero past H), each panel holding,
+                          for every k, its NR weights, so products stream memory in order.
 bias     : (D, 4, Hp)     [Bz, Br, Bh, 0] (linear_before_reset False) or [Bz, Br, Wbh, Rbh].
 h0       : (N, D, H)      initial_hidden_state.
 lengths  : (N,) int64     sequence_lengths, already checked to lie in [0, S].
@@ -17,11 +18,14 @@ att      : (N, S)         AUGRU attention scores a; shape (0, 0) for plain GRU.
 y        : (N, D, S, H)   output, every element written (zero past each row's length).
 ho       : (N, D, H)      output, the state after the last computed step (zero for L = 0).
 
-Each (direction, block of batch rows) is one task owned by one thread for all time steps: no
-synchronisation inside the time loop and one fork/join per call. Within a task, the rows still
-running at a step are processed in tiles of 8, 4 or 1 rows that share each load of the weights;
-a row's arithmetic is the same in any tile and on any thread, so results do not depend on the
-thread count.
+Strategy. Each (direction, block of batch rows) is one task owned by one thread for all time
+steps: no synchronisation inside the time loop and one fork/join per call. A task first computes
+X·Wᵀ + bias for all its rows and steps when the dispatcher says so (``hoist``: it fits in cache),
+else per step.
+The rows still running at a step are processed in tiles of 8, 4 or 1 rows that share each load
+of the weights (microkernel.tile_fma). A single row can instead be split over two threads by
+hidden units (``run_split``). Every element is computed by the same sequence of operations on
+any path, tile or thread, so results do not depend on the thread count.
 """
 
 import numpy as np
@@ -29,60 +33,92 @@ from numba import njit, prange
 
 from .._config import JIT_OPTIONS
 from .activations import activate, clip
+from .atomics import atomic_add, atomic_claim, atomic_load
 from .microkernel import lanes, tile_fma
 
-#: Rows per tile; tails use 4 and then 1.
+#: Rows per tile; tails use 4 and then 1 (the literal variants of _product).
 TILE_ROWS = 8
 
-
 @njit(**JIT_OPTIONS)
-def _rec_product(c, ldc, a, mr, rp, base, p0, p1, k_len, nr):
-    """c[:mr, p0*NR:p1*NR] += Aᵀ · panels p0..p1 of rp (from ``base``), A packed (k_len, mr)."""
+def _product(c, ldc, a, mr, panels, base, p0, p1, k_len, nr):
+    """c[:mr, p0*NR:p1*NR] += Aᵀ · panels p0..p1 (from ``base`` in ``panels``); A packed (k_len, mr)."""
     stride = k_len * nr
     p = p0
     if mr == 8:
         while p < p1:
-            tile_fma(c, p * nr, ldc, a, 0, rp, base + p * stride, stride, k_len, 8, 1, 2)
+            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 8, 1, 2)
             p += 1
     elif mr == 4:
         while p + 2 <= p1:
-            tile_fma(c, p * nr, ldc, a, 0, rp, base + p * stride, stride, k_len, 4, 2, 2)
+            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 4, 2, 2)
             p += 2
         while p < p1:
-            tile_fma(c, p * nr, ldc, a, 0, rp, base + p * stride, stride, k_len, 4, 1, 2)
+            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 4, 1, 2)
             p += 1
     else:
         while p + 4 <= p1:
-            tile_fma(c, p * nr, ldc, a, 0, rp, base + p * stride, stride, k_len, 1, 4, 2)
+            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 1, 4, 2)
             p += 4
         while p < p1:
-            tile_fma(c, p * nr, ldc, a, 0, rp, base + p * stride, stride, k_len, 1, 1, 2)
+            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 1, 1, 2)
             p += 1
 
 
+def _tile(n):
+    return TILE_ROWS if n >= TILE_ROWS else (4 if n >= 4 else 1)
+
+
+_tile = njit(**JIT_OPTIONS)(_tile)
+
+
 @njit(**JIT_OPTIONS)
-def _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, d, lo, hi):
-    """All steps of direction ``d`` for batch rows ``lo:hi``."""
-    n_hidden = y.shape[3]
+def _project(x2, wp, bias, d, out, a):
+    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I); out is (M, 3Hp)."""
     hp = bias.shape[2]
-    nr = 2 * (64 // rp.itemsize)  # panel width: two vectors (microkernel.lanes)
-    seq_length = xw.shape[1]
-    n_rows = hi - lo
-    base = d * 3 * hp * n_hidden
+    n_inputs = x2.shape[1]
+    nr = 2 * (64 // wp.itemsize)
+    xbias = bias[d, :3].ravel()
+    m = 0
+    while m < x2.shape[0]:
+        mr = _tile(x2.shape[0] - m)
+        for r in range(mr):
+            out[m + r] = xbias
+            xr = x2[m + r]
+            for k in range(n_inputs):
+                a[k * mr + r] = xr[k]
+        _product(out[m:].ravel(), 3 * hp, a, mr, wp, d * 3 * hp * n_inputs, 0, 3 * hp // nr, n_inputs, nr)
+        m += mr
+
+
+@njit(**JIT_OPTIONS)
+def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d, lo, hi):
+    """All steps of direction ``d`` for batch rows ``lo:hi``; ``hoist``: X·Wᵀ for all steps first."""
+    n_hidden = y.shape[3]
+    seq_length, n_inputs = X.shape[1], X.shape[2]
+    hp = bias.shape[2]
+    nr = 2 * (64 // rp.itemsize)
     n_panels = hp // nr
-    off = d * 3 * n_hidden
+    n_rows = hi - lo
+    rbase = d * 3 * hp * n_hidden
     ldc = 3 * hp
     has_att = att.shape[0] > 0
     rev = reversed_[d]
+
+    c = np.zeros(TILE_ROWS * ldc, dtype=y.dtype)
+    a = np.zeros(max(n_hidden, n_inputs) * TILE_ROWS, dtype=y.dtype)
+    if hoist:
+        xg = np.empty((n_rows * seq_length, ldc), dtype=y.dtype)
+        _project(X[lo:hi].reshape(n_rows * seq_length, n_inputs), wp, bias, d, xg, a)
+    else:
+        xg = np.empty((TILE_ROWS, ldc), dtype=y.dtype)
+    xbias, rbh = bias[d, :3].ravel(), bias[d, 3]
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
     rows = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
     state = np.zeros((n_rows, hp), dtype=y.dtype)
     for i in range(n_rows):
         state[i, :n_hidden] = h0[rows[i], d]
-    c = np.zeros(TILE_ROWS * ldc, dtype=y.dtype)
-    a = np.zeros(n_hidden * TILE_ROWS, dtype=y.dtype)
-    bz_r, bh, rbh = bias[d, :2].ravel(), bias[d, 2], bias[d, 3]
+    times = np.empty(TILE_ROWS, dtype=np.int64)
 
     running = n_rows
     for s in range(seq_length):
@@ -92,50 +128,53 @@ def _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code
             break
         i0 = 0
         while i0 < running:
-            mr = TILE_ROWS if running - i0 >= TILE_ROWS else (4 if running - i0 >= 4 else 1)
-            # Pack the states (k-major) and start every gate row from X·Wᵀ + bias.
+            mr = _tile(running - i0)
             for r in range(mr):
                 b = rows[i0 + r]
-                t = lengths[b] - 1 - s if rev else s
+                times[r] = lengths[b] - 1 - s if rev else s
+            if not hoist:
+                # X_t·Wᵀ + bias for the tile's rows, as _project does for a whole block.
+                for r in range(mr):
+                    xg[r] = xbias
+                    xr = X[rows[i0 + r], times[r]]
+                    for k in range(n_inputs):
+                        a[k * mr + r] = xr[k]
+                _product(xg.ravel(), ldc, a, mr, wp, d * 3 * hp * n_inputs, 0, 3 * n_panels, n_inputs, nr)
+            # Pack the states (k-major); start z, r from X·Wᵀ + bias, and for linear_before_reset
+            # the h gate's recurrent part from Rbh.
+            for r in range(mr):
                 st = state[i0 + r]
                 for k in range(n_hidden):
                     a[k * mr + r] = st[k]
+                x = xg[(rows[i0 + r] - lo) * seq_length + times[r]] if hoist else xg[r]
                 row = c[r * ldc: (r + 1) * ldc]
-                x = xw[b, t, off: off + 3 * n_hidden]
-                for g in range(2):
-                    gx, gb, gc = x[g * n_hidden: (g + 1) * n_hidden], bz_r[g * hp: g * hp + n_hidden], row[g * hp:]
-                    for j in range(n_hidden):
-                        gc[j] = gx[j] + gb[j]
+                row[: 2 * hp] = x[: 2 * hp]
                 if lbr:
-                    row[2 * hp: 3 * hp] = rbh
-            # z, r (and for linear_before_reset the h gate's H·Rhᵀ + Rbh) from one product.
-            _rec_product(c, ldc, a, mr, rp, base, 0, (3 if lbr else 2) * n_panels, n_hidden, nr)
+                    row[2 * hp:] = rbh
+            # z, r (and for linear_before_reset H·Rhᵀ + Rbh) from one product.
+            _product(c, ldc, a, mr, rp, rbase, 0, (3 if lbr else 2) * n_panels, n_hidden, nr)
             for r in range(mr):
-                b = rows[i0 + r]
-                t = lengths[b] - 1 - s if rev else s
                 row = c[r * ldc: (r + 1) * ldc]
                 zr = row[: 2 * hp]
                 if clip_at > 0:
                     clip(zr, clip_at)
                 activate(zr, f_code)
-                x = xw[b, t, off + 2 * n_hidden: off + 3 * n_hidden]
-                hg, rg = row[2 * hp: 2 * hp + n_hidden], row[hp: hp + n_hidden]
+                x = xg[(rows[i0 + r] - lo) * seq_length + times[r]] if hoist else xg[r]
+                xh, hg, rg = x[2 * hp: 2 * hp + n_hidden], row[2 * hp: 2 * hp + n_hidden], row[hp: hp + n_hidden]
                 if lbr:
                     # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh))
                     for j in range(n_hidden):
-                        hg[j] = x[j] + bh[j] + rg[j] * hg[j]
+                        hg[j] = xh[j] + rg[j] * hg[j]
                 else:
                     # h = g(X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ): pack r ⊙ H for the second product.
                     st = state[i0 + r]
                     for k in range(n_hidden):
                         a[k * mr + r] = rg[k] * st[k]
-                    for j in range(n_hidden):
-                        hg[j] = x[j] + bh[j]
+                    hg[:] = xh
             if not lbr:
-                _rec_product(c, ldc, a, mr, rp, base, 2 * n_panels, 3 * n_panels, n_hidden, nr)
+                _product(c, ldc, a, mr, rp, rbase, 2 * n_panels, 3 * n_panels, n_hidden, nr)
             for r in range(mr):
                 b = rows[i0 + r]
-                t = lengths[b] - 1 - s if rev else s
                 row = c[r * ldc: (r + 1) * ldc]
                 z, hg = row[:n_hidden], row[2 * hp: 2 * hp + n_hidden]
                 if clip_at > 0:
@@ -143,12 +182,12 @@ def _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code
                 activate(hg, g_code)
                 if has_att:
                     # AUGRU: z' = (1 - a) ⊙ z, after the activation and not clamped (SPEC.md §3).
-                    at = att[b, t]
+                    at = att[b, times[r]]
                     for j in range(n_hidden):
                         z[j] = z[j] - at * z[j]
                 # H' = (1 - z) ⊙ h + z ⊙ H, written as h + z ⊙ (H - h).
                 st = state[i0 + r]
-                out = y[b, d, t]
+                out = y[b, d, times[r]]
                 for j in range(n_hidden):
                     v = hg[j] + z[j] * (st[j] - hg[j])
                     st[j] = v
@@ -158,9 +197,8 @@ def _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code
     for i in range(n_rows):
         b = rows[i]
         length = lengths[b]
-        for t in range(seq_length):
-            if t >= length:
-                y[b, d, t] = 0
+        for t in range(length, seq_length):
+            y[b, d, t] = 0
         if length == 0:
             ho[b, d] = 0
         else:
@@ -168,35 +206,160 @@ def _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code
 
 
 @njit(parallel=True, **JIT_OPTIONS)
-def run_parallel(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, n_blocks):
+def run_parallel(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist,
+                 n_blocks):
     """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call."""
     n_rows = h0.shape[0]
     for task in prange(bias.shape[0] * n_blocks):
         d, blk = task // n_blocks, task % n_blocks
-        _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, d,
+        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d,
                   blk * n_rows // n_blocks, (blk + 1) * n_rows // n_blocks)
 
 
 @njit(**JIT_OPTIONS)
-def run_serial(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho):
+def run_serial(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist):
     """Every direction on the calling thread. A function of its own, not run_parallel compiled
     without parallel=True: Numba's cache keys on the function, so twins would share one entry."""
     for d in range(bias.shape[0]):
-        _run_rows(xw, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, d, 0,
+        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d, 0,
                   h0.shape[0])
 
 
-def pack_recurrent(R, num_directions, hidden_size, dtype):
-    """Rᵀ in the kernels' panels: R (D, 3H, H), or (3H, H) -> (flat, 64-byte aligned array, Hp)."""
+# ------------------------------------------------------------------------------ one row, two threads
+
+#: Spins (atomic loads) a worker waits for its partner to take its own half of a step before
+#: doing that half itself too; a few microseconds, far less than a step that is worth splitting.
+_PATIENCE = 2000
+
+
+@njit(**JIT_OPTIONS)
+def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c):
+    """One half (a range of hidden units in every gate) of one phase of step ``t`` of row 0.
+
+    Phase 0 computes z and r (and, for linear_before_reset, the whole step); phase 1 the h gate
+    and the update. Buffers are shared by the workers; each half writes only its own units.
+    xg (S, 3Hp) holds X·Wᵀ + bias of every step.
+    """
+    n_hidden = y.shape[3]
+    hp = bias.shape[2]
+    nr = 2 * (64 // rp.itemsize)
+    n_panels = hp // nr
+    p0, p1 = half * n_panels // 2, (half + 1) * n_panels // 2
+    u0, u1 = min(p0 * nr, n_hidden), min(p1 * nr, n_hidden)
+    x = xg[t]
+    if phase == 0:
+        c[u0:u1] = x[u0:u1]
+        c[hp + u0: hp + u1] = x[hp + u0: hp + u1]
+        if lbr:
+            c[2 * hp + u0: 2 * hp + u1] = bias[0, 3, u0:u1]
+        for g in range(3 if lbr else 2):
+            _product(c, 0, h_cur, 1, rp, 0, g * n_panels + p0, g * n_panels + p1, n_hidden, nr)
+        for g in range(2):
+            zr = c[g * hp + u0: g * hp + u1]
+            if clip_at > 0:
+                clip(zr, clip_at)
+            activate(zr, f_code)
+        if not lbr:
+            for j in range(u0, u1):
+                rh[j] = c[hp + j] * h_cur[j]
+            return
+        for j in range(u0, u1):
+            c[2 * hp + j] = x[2 * hp + j] + c[hp + j] * c[2 * hp + j]
+    else:
+        c[2 * hp + u0: 2 * hp + u1] = x[2 * hp + u0: 2 * hp + u1]
+        _product(c, 0, rh, 1, rp, 0, 2 * n_panels + p0, 2 * n_panels + p1, n_hidden, nr)
+    hg = c[2 * hp + u0: 2 * hp + u1]
+    if clip_at > 0:
+        clip(hg, clip_at)
+    activate(hg, g_code)
+    has_att = att.shape[0] > 0
+    out = y[0, 0, t]
+    for j in range(u0, u1):
+        z = c[j]
+        if has_att:
+            z = z - att[0, t] * z
+        v = c[2 * hp + j] + z * (h_cur[j] - c[2 * hp + j])
+        h_next[j] = v
+        out[j] = v
+
+
+@njit(**JIT_OPTIONS)
+def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh, c,
+                  claims, done, present):
+    """Worker ``worker`` of two sharing row 0 of direction 0: every step is cut into two halves
+    of the hidden units. A worker claims its own half of each phase, then the other half if its
+    partner has not taken it in time (or has not started at all), then waits for both: waiting is
+    only ever for a half that a running thread has claimed, so it cannot deadlock, even when
+    the threading layer runs both workers one after the other on one thread."""
+    n_hidden = y.shape[3]
+    length = lengths[0]
+    phases = 1 if lbr else 2
+    other = 1 - worker
+    atomic_add(present, worker, 1)
+    for s in range(length):
+        t = length - 1 - s if reversed_[0] else s
+        h_cur, h_next = state[s % 2], state[(s + 1) % 2]
+        for phase in range(phases):
+            m = s * phases + phase
+            if atomic_claim(claims, 2 * m + worker):
+                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, h_cur, h_next, rh, c)
+                atomic_add(done, m, 1)
+            if atomic_load(present, other) > 0:
+                spins = 0
+                while atomic_load(claims, 2 * m + other) == 0 and spins < _PATIENCE:
+                    spins += 1
+            if atomic_claim(claims, 2 * m + other):
+                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, other, h_cur, h_next, rh, c)
+                atomic_add(done, m, 1)
+            while atomic_load(done, m) < 2:
+                pass
+    # Own half of the outputs that no step wrote: Y past the length, and Ho.
+    nr = 2 * (64 // rp.itemsize)
+    n_panels = bias.shape[2] // nr
+    u0 = min(worker * n_panels // 2 * nr, n_hidden)
+    u1 = min((worker + 1) * n_panels // 2 * nr, n_hidden)
+    for t in range(length, y.shape[2]):
+        y[0, 0, t, u0:u1] = 0
+    if length == 0:
+        ho[0, 0, u0:u1] = 0
+    else:
+        ho[0, 0, u0:u1] = state[length % 2, u0:u1]
+
+
+@njit(parallel=True, **JIT_OPTIONS)
+def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho):
+    """One row of one direction on two threads, each streaming half of the packed weights per
+    step (batch 1 is bound by reading R: PERF_NOTES.md, "Batch 1"). One fork/join per call."""
+    n_hidden = y.shape[3]
+    hp = bias.shape[2]
+    seq_length, n_inputs = X.shape[1], X.shape[2]
+    xg = np.empty((seq_length, 3 * hp), dtype=y.dtype)
+    _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * TILE_ROWS, dtype=y.dtype))
+    state = np.zeros((2, hp), dtype=y.dtype)
+    state[0, :n_hidden] = h0[0, 0]
+    rh = np.zeros(hp, dtype=y.dtype)
+    c = np.zeros(3 * hp, dtype=y.dtype)
+    slots = max(1, lengths[0] * (1 if lbr else 2))
+    claims = np.zeros(2 * slots, dtype=np.int64)
+    done = np.zeros(slots, dtype=np.int64)
+    present = np.zeros(2, dtype=np.int64)
+    for worker in prange(2):
+        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh,
+                      c, claims, done, present)
+
+
+def pack_panels(M, num_directions, hidden_size, dtype):
+    """Mᵀ in the kernels' panels: M (D, 3H, K) or (3H, K), W or R -> (flat 64-byte aligned array, Hp)."""
     nr = 2 * lanes(dtype)
     d, h = num_directions, hidden_size
+    k = np.shape(M)[-1]
     hp = -(-h // nr) * nr
-    padded = np.zeros((d, 3, hp, h), dtype=dtype)
-    padded[:, :, :h, :] = np.asarray(R, dtype=dtype).reshape(d, 3, h, h)
+    padded = np.zeros((d, 3, hp, k), dtype=dtype)
+    padded[:, :, :h, :] = np.asarray(M, dtype=dtype).reshape(d, 3, h, k)
     # (d, gate, panel, unit in panel, k) -> (d, gate, panel, k, unit in panel)
-    panels = padded.reshape(d, 3, hp // nr, nr, h).transpose(0, 1, 2, 4, 3)
-    out = aligned_empty(panels.size, dtype)
-    out[:] = panels.reshape(-1)
+    panels = padded.reshape(d, 3, hp // nr, nr, k).transpose(0, 1, 2, 4, 3)
+    out = aligned_empty(max(1, panels.size), dtype)
+    out[: panels.size] = panels.reshape(-1)
     return out, hp
 
 

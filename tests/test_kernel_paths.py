@@ -1,0 +1,103 @@
+"""Every kernel path gives the same bits: serial or parallel, any thread count, X·Wᵀ hoisted or
+computed per step, one row split over two threads or not (fastgru/_kernels/gru.py)."""
+
+import contextlib
+import itertools
+
+import numba
+import numpy as np
+import pytest
+
+import fastgru
+from fastgru import _dispatch
+
+
+@contextlib.contextmanager
+def _path(monkeypatch, threads, serial_below=0, hoist_bytes=_dispatch.HOIST_BYTES, split_from=None):
+    monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", serial_below)
+    monkeypatch.setattr(_dispatch, "HOIST_BYTES", hoist_bytes)
+    monkeypatch.setattr(_dispatch, "SPLIT_FROM_HIDDEN", 10**9 if split_from is None else split_from)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _case(rng, n, s, i, h, direction, lbr, dtype, augru=False):
+    d = 2 if direction == "bidirectional" else 1
+    scale = 1 / np.sqrt(h)
+    inputs = {
+        "X": rng.standard_normal((n, s, i)).astype(dtype),
+        "initial_hidden_state": rng.standard_normal((n, d, h)).astype(dtype),
+        "sequence_lengths": rng.integers(0, s + 1, n) if n > 1 else np.array([s - 1]),
+        "W": rng.uniform(-scale, scale, (d, 3 * h, i)).astype(dtype),
+        "R": rng.uniform(-scale, scale, (d, 3 * h, h)).astype(dtype),
+        "B": rng.uniform(-scale, scale, (d, (4 if lbr else 3) * h)).astype(dtype),
+    }
+    if augru:
+        return fastgru.AUGRUSequence(inputs["W"], inputs["R"], inputs["B"]), {
+            **{k: inputs[k] for k in ("X", "initial_hidden_state", "sequence_lengths")},
+            "A": rng.uniform(-0.5, 1.5, (n, s, 1)).astype(dtype),
+        }
+    op = fastgru.GRUSequence(inputs["W"], inputs["R"], inputs["B"], direction=direction, linear_before_reset=lbr,
+                             clip=0.9 if lbr else 0)
+    return op, {k: inputs[k] for k in ("X", "initial_hidden_state", "sequence_lengths")}
+
+
+PATHS = {
+    "serial": {"threads": 1, "serial_below": 10**18},
+    "serial-per-step-projection": {"threads": 1, "serial_below": 10**18, "hoist_bytes": 0},
+    "parallel-1": {"threads": 1},
+    "parallel-2": {"threads": 2},
+    "parallel-2-per-step-projection": {"threads": 2, "hoist_bytes": 0},
+    "split-2": {"threads": 2, "split_from": 1},
+}
+
+SHAPES = [
+    # n, s, i, h, direction, lbr
+    (13, 6, 5, 33, "forward", False),
+    (11, 5, 3, 17, "reverse", True),
+    (9, 4, 1, 40, "bidirectional", False),
+    (1, 7, 4, 70, "forward", False),
+    (1, 6, 3, 96, "reverse", True),
+    (2, 3, 2, 1, "bidirectional", True),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "-".join(map(str, s)))
+def test_every_path_gives_the_same_bits(monkeypatch, shape, dtype):
+    op, inputs = _case(np.random.default_rng(7), *shape, dtype)
+    results = {}
+    for name, path in PATHS.items():
+        with _path(monkeypatch, **path):
+            results[name] = op(*inputs.values())
+    for (a_name, a), (b_name, b) in itertools.pairwise(results.items()):
+        for got, want in zip(a, b, strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=f"{a_name} vs {b_name}")
+
+
+@pytest.mark.parametrize("n", [1, 10])
+def test_augru_paths_give_the_same_bits(monkeypatch, n):
+    op, inputs = _case(np.random.default_rng(3), n, 6, 4, 48, "forward", False, np.float32, augru=True)
+    results = []
+    for path in PATHS.values():
+        with _path(monkeypatch, **path):
+            results.append(op(*inputs.values()))
+    for got in results[1:]:
+        for g, w in zip(got, results[0], strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_split_row_matches_the_function_api_on_two_threads(monkeypatch):
+    """The split path shares its work through atomics; the function API runs it too."""
+    op, inputs = _case(np.random.default_rng(5), 1, 30, 8, 64, "forward", False, np.float32)
+    with _path(monkeypatch, threads=1, serial_below=10**18):
+        want = op(*inputs.values())
+    with _path(monkeypatch, threads=2, split_from=1):
+        for _ in range(20):  # repeated: a race would show as a rare difference
+            got = op(*inputs.values())
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
