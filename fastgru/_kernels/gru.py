@@ -234,41 +234,42 @@ _PATIENCE = 2000
 
 @njit(**JIT_OPTIONS)
 def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c):
-    """One half (a range of hidden units in every gate) of one phase of step ``t`` of row 0.
+    """One half of one phase of step ``t`` of row 0; xg (S, 3Hp) holds X·Wᵀ + bias of every step.
 
-    Phase 0 computes z and r (and, for linear_before_reset, the whole step); phase 1 the h gate
-    and the update. Buffers are shared by the workers; each half writes only its own units.
-    xg (S, 3Hp) holds X·Wᵀ + bias of every step.
+    Phase 0: the products H·Rᵀ of the z and r gates (and, for linear_before_reset, of the h gate),
+    cut into two contiguous runs of panels, and f on z and r. Phase 1: the h gate and the state
+    update for a range of hidden units. ``c`` (3Hp,) is shared by the workers, each half writing
+    its own columns; ``rh`` (Hp,) is r ⊙ H, the worker's own.
     """
     n_hidden = y.shape[3]
     hp = bias.shape[2]
     nr = 2 * (64 // rp.itemsize)
     n_panels = hp // nr
-    p0, p1 = half * n_panels // 2, (half + 1) * n_panels // 2
-    u0, u1 = min(p0 * nr, n_hidden), min(p1 * nr, n_hidden)
     x = xg[t]
     if phase == 0:
-        c[u0:u1] = x[u0:u1]
-        c[hp + u0: hp + u1] = x[hp + u0: hp + u1]
-        if lbr:
-            c[2 * hp + u0: 2 * hp + u1] = bias[0, 3, u0:u1]
-        for g in range(3 if lbr else 2):
-            _product(c, 0, h_cur, 1, rp, 0, g * n_panels + p0, g * n_panels + p1, n_hidden, nr)
-        for g in range(2):
-            zr = c[g * hp + u0: g * hp + u1]
+        total = (3 if lbr else 2) * n_panels
+        p0, p1 = half * total // 2, (half + 1) * total // 2
+        c0, c1 = p0 * nr, p1 * nr
+        c[c0: min(c1, 2 * hp)] = x[c0: min(c1, 2 * hp)]
+        if c1 > 2 * hp:
+            c[max(c0, 2 * hp): c1] = bias[0, 3, max(c0, 2 * hp) - 2 * hp: c1 - 2 * hp]
+        _product(c, 0, h_cur, 1, rp, 0, p0, p1, n_hidden, nr)
+        if c0 < 2 * hp:
+            zr = c[c0: min(c1, 2 * hp)]
             if clip_at > 0:
                 clip(zr, clip_at)
             activate(zr, f_code)
-        if not lbr:
-            for j in range(u0, u1):
-                rh[j] = c[hp + j] * h_cur[j]
-            return
+        return
+    p0, p1 = half * n_panels // 2, (half + 1) * n_panels // 2
+    u0, u1 = min(p0 * nr, n_hidden), min(p1 * nr, n_hidden)
+    hg = c[2 * hp + u0: 2 * hp + u1]
+    if lbr:
+        # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh))
         for j in range(u0, u1):
             c[2 * hp + j] = x[2 * hp + j] + c[hp + j] * c[2 * hp + j]
     else:
-        c[2 * hp + u0: 2 * hp + u1] = x[2 * hp + u0: 2 * hp + u1]
+        hg[:] = x[2 * hp + u0: 2 * hp + u1]
         _product(c, 0, rh, 1, rp, 0, 2 * n_panels + p0, 2 * n_panels + p1, n_hidden, nr)
-    hg = c[2 * hp + u0: 2 * hp + u1]
     if clip_at > 0:
         clip(hg, clip_at)
     activate(hg, g_code)
@@ -284,23 +285,27 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
 
 
 @njit(**JIT_OPTIONS)
-def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh, c,
+def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, c,
                   claims, done, present):
-    """Worker ``worker`` of two sharing row 0 of direction 0: every step is cut into two halves
-    of the hidden units. A worker claims its own half of each phase, then the other half if its
-    partner has not taken it in time (or has not started at all), then waits for both: waiting is
-    only ever for a half that a running thread has claimed, so it cannot deadlock, even when
-    the threading layer runs both workers one after the other on one thread."""
+    """Worker ``worker`` of two sharing row 0 of direction 0, each phase of a step cut in two
+    halves. A worker claims its own half of each phase, then the other half if its partner has
+    not taken it in time (or has not started at all), then waits for both: waiting is only ever
+    for a half that a running thread has claimed, so it cannot deadlock, even when the threading
+    layer runs both workers one after the other on one thread."""
     n_hidden = y.shape[3]
     length = lengths[0]
-    phases = 1 if lbr else 2
     other = 1 - worker
+    rh = np.zeros(bias.shape[2], dtype=y.dtype)
     atomic_add(present, worker, 1)
     for s in range(length):
         t = length - 1 - s if reversed_[0] else s
         h_cur, h_next = state[s % 2], state[(s + 1) % 2]
-        for phase in range(phases):
-            m = s * phases + phase
+        for phase in range(2):
+            m = 2 * s + phase
+            if phase == 1 and not lbr:
+                # r ⊙ H over all units, for this worker's product (and a stolen half's).
+                for k in range(n_hidden):
+                    rh[k] = c[bias.shape[2] + k] * h_cur[k]
             if atomic_claim(claims, 2 * m + worker):
                 _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, h_cur, h_next, rh, c)
                 atomic_add(done, m, 1)
@@ -337,15 +342,14 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * TILE_ROWS, dtype=y.dtype))
     state = np.zeros((2, hp), dtype=y.dtype)
     state[0, :n_hidden] = h0[0, 0]
-    rh = np.zeros(hp, dtype=y.dtype)
     c = np.zeros(3 * hp, dtype=y.dtype)
-    slots = max(1, lengths[0] * (1 if lbr else 2))
+    slots = max(1, 2 * lengths[0])
     claims = np.zeros(2 * slots, dtype=np.int64)
     done = np.zeros(slots, dtype=np.int64)
     present = np.zeros(2, dtype=np.int64)
     for worker in prange(2):
-        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh,
-                      c, claims, done, present)
+        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, c,
+                      claims, done, present)
 
 
 def pack_panels(M, num_directions, hidden_size, dtype):
