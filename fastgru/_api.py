@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ._dispatch import Packed, run
+from ._dispatch import Packed
 from ._validate import augru_layout, validate
 
 
@@ -199,9 +199,7 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
 def _run(spec, arrays):
     """Pack the weights for this one call and compute (the prepared ops keep them packed)."""
     packed = Packed(spec, arrays["W"], arrays["R"], arrays.get("B"))
-    lengths = arrays.get("sequence_lengths")
-    lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
-    return run(packed, arrays["X"], arrays["initial_hidden_state"], lengths, arrays.get("A"))
+    return packed.compute(arrays["X"], arrays["initial_hidden_state"], arrays.get("sequence_lengths"), arrays.get("A"))
 
 
 def _arrays(**inputs):

@@ -31,11 +31,12 @@ def compute_dtype(dtype):
 
 
 class Packed:
-    """The weights of one op in the kernels' layout, made once (see ``_kernels.gru``)."""
+    """The weights of one op in the kernels' layout, made once (see ``_kernels.gru``), and the
+    per-call path from checked inputs to results, kept short: it is most of a small call's time."""
 
     def __init__(self, spec, W, R, B=None):
         ct = compute_dtype(spec.dtype)
-        h, i, d = spec.hidden_size, spec.input_size, spec.num_directions
+        h, d = spec.hidden_size, spec.num_directions
         gates = 4 if spec.linear_before_reset else 3
         self.spec = spec
         self.compute_dtype = ct
@@ -46,75 +47,55 @@ class Packed:
             self.bias[:, :gates, :h] = np.asarray(B).reshape(d, gates, h)
         self.reversed = np.array([spec.direction == "reverse", True][:d], dtype=np.bool_)
         self.clip = ct.type(spec.clip)
+        self._no_att = np.zeros((0, 0), dtype=ct)
+        self._cell = spec.layout == "cell"
+        self._native = spec.dtype == ct
 
-    def run(self, X, h0, lengths, att, y, ho):
-        """Compute into ``y`` (N, D, S, H) and ``ho`` (N, D, H), both C-contiguous in the compute dtype.
+    def compute(self, X, h0, lengths, att=None, out=None):
+        """Run checked inputs; returns (Ho,) for the cell, else (Y, Ho), in T1 and the op's layout.
 
-        X (N, S, I), h0 (N, D, H) and att (N, S) or None are array-likes of any T1 layout;
-        lengths is an int64 array (N,) or None for "every step".
+        X is (N, I) for the cell, else (N, S, I); lengths an integer array (N,), or None for every
+        step; ``out`` checked outputs (``_validate.check_out``) or None. Any T1 memory layout.
         """
         ct, spec = self.compute_dtype, self.spec
-        n, d, s, h = y.shape
+        d, h = spec.num_directions, spec.hidden_size
+        n = X.shape[0]
+        s = 1 if self._cell else X.shape[1]
+        if out is not None and self._native:
+            results = out
+        else:
+            results = tuple(np.empty(shape, dtype=ct) for shape in result_shapes(spec, n, s))
+        if self._cell:
+            ho = results[0].reshape(n, 1, h)
+            y = ho.reshape(n, 1, 1, h)
+        else:
+            y, ho = results[0].reshape(n, d, s, h), results[1].reshape(n, d, h)
         X = np.ascontiguousarray(X, dtype=ct).reshape(n, s, spec.input_size)
         h0 = np.ascontiguousarray(h0, dtype=ct).reshape(n, d, h)
-        if lengths is None:
-            lengths = np.full(n, s, dtype=np.int64)
-        att = np.zeros((0, 0), dtype=ct) if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
+        lengths = np.full(n, s, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
+        att = self._no_att if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
         args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
                 spec.f_code, spec.g_code, att, y, ho)
         # Asking Numba for the thread count costs ~2 µs: only when the work may be shared.
         threads = 1 if 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
         if threads > 1 and n * d == 1 and h >= SPLIT_FROM_HIDDEN:
             run_split(*args)
-            return
-        blocks = 1 if threads == 1 else min(n, -(-threads // d))
-        hoist = -(-n // blocks) * s * 3 * self.bias.shape[2] * ct.itemsize <= HOIST_BYTES
-        if blocks == 1 and d == 1 or threads == 1:
-            run_serial(*args, hoist)
         else:
-            run_parallel(*args, hoist, blocks)
-
-
-def run(packed, X, h0, lengths, att=None, out=None):
-    """Compute an op whose inputs are checked: returns (Ho,) for the cell, else (Y, Ho).
-
-    X is (N, I) for the cell, else (N, S, I); lengths int64 (N,) or None for every step.
-    """
-    n, s = X.shape[0], (X.shape[1] if X.ndim == 3 else 1)
-    y, ho, finish = _outputs(packed, n, s, out)
-    packed.run(X, h0, lengths, att, y, ho)
-    return finish()
-
-
-def _outputs(packed, n, s, out):
-    """Kernel outputs (y, ho) in the compute dtype, and a ``finish`` giving the op's results.
-
-    ``out`` (already checked) is written directly when T1 is the compute dtype; otherwise the
-    kernel writes float32 buffers that ``finish`` rounds into ``out`` or into new arrays.
-    """
-    spec, ct = packed.spec, packed.compute_dtype
-    d, h = spec.num_directions, spec.hidden_size
-    shapes = result_shapes(spec, n, s)
-    if out is not None and spec.dtype == ct:
-        results = out
-    else:
-        results = tuple(np.empty(shape, dtype=ct) for shape in shapes)
-    if spec.layout == "cell":
-        ho = results[0].reshape(n, 1, h)
-        y = ho.reshape(n, 1, 1, h)
-    else:
-        y, ho = results[0].reshape(n, d, s, h), results[1].reshape(n, d, h)
-
-    def finish():
-        if out is not None and results is not out:
-            for dst, src in zip(out, results):
-                np.copyto(dst, src, casting="unsafe")
+            blocks = 1 if threads == 1 else min(n, -(-threads // d))
+            hoist = -(-n // blocks) * s * 3 * self.bias.shape[2] * ct.itemsize <= HOIST_BYTES
+            if threads == 1 or blocks == 1 and d == 1:
+                run_serial(*args, hoist)
+            else:
+                run_parallel(*args, hoist, blocks)
+        if results is out:
             return out
-        if spec.dtype != ct:
-            return tuple(r.astype(spec.dtype) for r in results)
+        if not self._native:
+            results = tuple(r.astype(spec.dtype) for r in results)
+            if out is not None:
+                for dst, src in zip(out, results):
+                    dst[...] = src
+                return out
         return results
-
-    return y, ho, finish
 
 
 def result_shapes(spec, n, s):

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ._dispatch import Packed, result_shapes, run
+from ._dispatch import Packed, result_shapes
 from ._validate import augru_layout, check_lengths, check_out, validate_call, validate_weights
 
 
@@ -18,8 +18,10 @@ class _Prepared:
 
     def __init__(self, op, layout, weights, **attrs):
         weights = {name: np.asarray(a) for name, a in weights.items()}
-        self.spec = validate_weights(op, layout, weights, **attrs)
-        self._packed = Packed(self.spec, weights["W"], weights["R"], weights.get("B"))
+        self.spec = spec = validate_weights(op, layout, weights, **attrs)
+        self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
+        self._x_rank = 2 if layout == "cell" else 3
+        self._state_shape = result_shapes(spec, 0, 0)[-1][1:]
 
     @property
     def hidden_size(self) -> int:
@@ -36,32 +38,28 @@ class _Prepared:
     def _call(self, X, initial_hidden_state, sequence_lengths=None, A=None, out=None):
         spec = self.spec
         X, h0 = np.asarray(X), np.asarray(initial_hidden_state)
-        arrays = {"X": X, "initial_hidden_state": h0}
         if sequence_lengths is not None:
-            arrays["sequence_lengths"] = sequence_lengths = np.asarray(sequence_lengths)
+            sequence_lengths = np.asarray(sequence_lengths)
         if A is not None:
-            arrays["A"] = A = np.asarray(A)
-        n = X.shape[0] if X.ndim else 0
-        s = X.shape[1] if X.ndim == 3 else 1
-        shapes = result_shapes(spec, n, s)
-        if not self._fast_ok(X, h0, sequence_lengths, A, shapes):
-            validate_call(spec, arrays)
+            A = np.asarray(A)
+        if not self._fast_ok(X, h0, sequence_lengths, A):
+            arrays = {"X": X, "initial_hidden_state": h0, "sequence_lengths": sequence_lengths, "A": A}
+            validate_call(spec, {name: a for name, a in arrays.items() if a is not None})
         elif sequence_lengths is not None:
-            check_lengths(spec.op, sequence_lengths, s)
+            check_lengths(spec.op, sequence_lengths, X.shape[1])
         if out is not None:
-            out = check_out(spec, out, shapes)
-        lengths = None if sequence_lengths is None else np.asarray(sequence_lengths, dtype=np.int64)
-        results = run(self._packed, X, h0, lengths, A, out)
-        return results[0] if spec.layout == "cell" else results
+            out = check_out(spec, out, result_shapes(spec, X.shape[0], X.shape[1] if X.ndim == 3 else 1))
+        results = self._packed.compute(X, h0, sequence_lengths, A, out)
+        return results[0] if len(results) == 1 else results
 
-    def _fast_ok(self, X, h0, lengths, A, shapes):
+    def _fast_ok(self, X, h0, lengths, A):
         """Plain comparisons for the common case: every input as the op expects it."""
         spec = self.spec
         dtype = spec.dtype
-        n = shapes[-1][0]
-        if X.dtype != dtype or h0.dtype != dtype or h0.shape != shapes[-1]:
+        if X.dtype != dtype or h0.dtype != dtype or X.ndim != self._x_rank or X.shape[-1] != spec.input_size:
             return False
-        if X.ndim != (2 if spec.layout == "cell" else 3) or X.shape[-1] != spec.input_size:
+        n = X.shape[0]
+        if h0.shape != (n, *self._state_shape):
             return False
         if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
             return False
