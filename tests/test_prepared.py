@@ -133,7 +133,7 @@ def test_out_is_checked():
     with pytest.raises(FastGRUError, match=r"out Y must be a writeable C-contiguous array"):
         op(X, h0, lengths, out=(np.empty((H, S, 1, N), np.float32).T, Ho))
     cell = fastgru.GRUCell(W[0], R[0])
-    with pytest.raises(FastGRUError, match=r"^GRUCell: out is tuple; expected an ndarray for Ho"):
+    with pytest.raises(FastGRUError, match=r"^GRUCell: out Ho is tuple; expected an ndarray"):
         cell(X[:, 0], h0[:, 0], out=(Ho,))
 
 
