@@ -330,8 +330,7 @@ def check_out(spec, out, shapes):
     names = ("Ho",) if spec.layout == "cell" else ("Y", "Ho")
     outs = (out,) if spec.layout == "cell" else out
     if not isinstance(outs, (tuple, list)) or len(outs) != len(names):
-        raise FastGRUError(f"{spec.op}: out is {type(out).__name__}; expected "
-                           + ("an ndarray for Ho" if len(names) == 1 else "a tuple (Y, Ho) of ndarrays"))
+        raise FastGRUError(f"{spec.op}: out is {type(out).__name__}; expected a tuple (Y, Ho) of ndarrays")
     for name, array, shape in zip(names, outs, shapes):
         if not isinstance(array, np.ndarray):
             raise FastGRUError(f"{spec.op}: out {name} is {type(array).__name__}; expected an ndarray")
