@@ -101,3 +101,19 @@ def test_split_row_matches_the_function_api_on_two_threads(monkeypatch):
             got = op(*inputs.values())
             for g, w in zip(got, want, strict=True):
                 np.testing.assert_array_equal(g, w)
+
+
+def test_split_rows_from_four_python_threads_at_once(monkeypatch):
+    """Four calls of the two-thread split path at once on two cores: workers that spin on their
+    partner must neither deadlock nor change a bit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [_case(np.random.default_rng(k), 1, 25, 6, 64, "forward", k % 2 == 1, np.float32) for k in range(4)]
+    with _path(monkeypatch, threads=1, serial_below=10**18):
+        want = [op(*inputs.values()) for op, inputs in cases]
+    with _path(monkeypatch, threads=2, split_from=1), ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(op, *inputs.values()) for op, inputs in cases * 5]
+        got = [f.result(timeout=60) for f in futures]
+    for k, results in enumerate(got):
+        for g, w in zip(results, want[k % 4], strict=True):
+            np.testing.assert_array_equal(g, w)
