@@ -40,9 +40,9 @@ class Packed:
         gates = 4 if spec.linear_before_reset else 3
         self.spec = spec
         self.compute_dtype = ct
-        self.wp, hp = pack_panels(W, d, h, ct)
-        self.rp, _ = pack_panels(R, d, h, ct)
-        self.bias = np.zeros((d, 4, hp), dtype=ct)
+        self.wp = pack_panels(W, d, h, ct)
+        self.rp = pack_panels(R, d, h, ct)
+        self.bias = np.zeros((d, 4, h), dtype=ct)
         if B is not None:
             self.bias[:, :gates, :h] = np.asarray(B).reshape(d, gates, h)
         self.reversed = np.array([spec.direction == "reverse", True][:d], dtype=np.bool_)
@@ -82,7 +82,7 @@ class Packed:
             run_split(*args)
         else:
             blocks = 1 if threads == 1 else min(n, -(-threads // d))
-            hoist = -(-n // blocks) * s * 3 * self.bias.shape[2] * ct.itemsize <= HOIST_BYTES
+            hoist = -(-n // blocks) * s * 3 * h * ct.itemsize <= HOIST_BYTES
             if threads == 1 or blocks == 1 and d == 1:
                 run_serial(*args, hoist)
             else:

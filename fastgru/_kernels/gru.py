@@ -2,15 +2,16 @@
 
 Every op reaches ``run_serial``, ``run_parallel`` or ``run_split`` with the same canonical arrays
 (the cell is a sequence of one step, AUGRU a forward GRU with attention). N batch rows, S steps,
-I inputs, D directions, H hidden units; NR is the panel width of the packed weights (two vectors,
-see microkernel.py) and Hp is H rounded up to a multiple of NR. Arrays are C-contiguous in the
+I inputs, D directions, H hidden units. Gate columns are laid out z, r, h without padding (gate g,
+unit j at column g*H + j); NR is the panel width (two vectors, see microkernel.py) and the
+3H columns are padded once to P = ceil(3H / NR) panels of NR. Arrays are C-contiguous in the
 compute dtype (float32 or float64) unless noted:
 
-X        : (N, S, I)      input_data.
-wp, rp   : flat           Wᵀ and Rᵀ packed by ``pack_panels``: for each direction and gate (z, r, h),
-                          panels of NR consecutive hidden units (zero past H), each panel holding,
-                          for every k, its NR weights, so products stream memory in order.
-bias     : (D, 4, Hp)     [Bz, Br, Bh, 0] (linear_before_reset False) or [Bz, Br, Wbh, Rbh].
+X        : (N, S, I)      input data.
+wp, rp   : flat           Wᵀ and Rᵀ packed by ``pack_panels``: per direction, P panels holding,
+                          for every k, their NR columns' weights (zero past 3H), so products
+                          stream memory in order.
+bias     : (D, 4, H)      [Bz, Br, Bh, 0] (linear_before_reset False) or [Bz, Br, Wbh, Rbh].
 h0       : (N, D, H)      initial_hidden_state.
 lengths  : (N,) int64     sequence_lengths, already checked to lie in [0, S].
 reversed_: (D,) bool      whether direction d runs t = L-1, ..., 0.
@@ -21,11 +22,14 @@ ho       : (N, D, H)      output, the state after the last computed step (zero f
 Strategy. Each (direction, block of batch rows) is one task owned by one thread for all time
 steps: no synchronisation inside the time loop and one fork/join per call. A task first computes
 X·Wᵀ + bias for all its rows and steps when the dispatcher says so (``hoist``: it fits in cache),
-else per step.
-The rows still running at a step are processed in tiles of 8, 4 or 1 rows that share each load
-of the weights (microkernel.tile_fma). A single row can instead be split over two threads by
-hidden units (``run_split``). Every element is computed by the same sequence of operations on
-any path, tile or thread, so results do not depend on the thread count.
+else per step. The rows still running at a step are processed in tiles of 8, 4 or 1 rows that
+share each load of the weights (microkernel.tile_fma). A single row can instead be split over two
+threads (``run_split``). Every element is computed by the same sequence of operations on any
+path, tile or thread, so results do not depend on the thread count.
+
+For linear_before_reset False, the h gate's product (r ⊙ H)·Rhᵀ is a second product over the
+panels from column 2H on, written to its own buffer: the panel that holds both r and h columns
+(and, for H < NR, z columns) is then computed twice without overwriting z or r.
 """
 
 import numpy as np
@@ -40,27 +44,28 @@ from .microkernel import lanes, tile_fma
 TILE_ROWS = 8
 
 @njit(**JIT_OPTIONS)
-def _product(c, ldc, a, mr, panels, base, p0, p1, k_len, nr):
-    """c[:mr, p0*NR:p1*NR] += Aᵀ · panels p0..p1 (from ``base`` in ``panels``); A packed (k_len, mr)."""
+def _product(c, c0, ldc, a, mr, panels, base, p0, p1, k_len, nr):
+    """c[:mr, c0 + (p - p0)*NR ...] += Aᵀ · panel p, for panels p0..p1 from ``base`` in ``panels``;
+    A packed (k_len, mr), C rows ``ldc`` apart."""
     stride = k_len * nr
     p = p0
     if mr == 8:
         while p < p1:
-            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 8, 1, 2)
+            tile_fma(c, c0 + (p - p0) * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 8, 1, 2)
             p += 1
     elif mr == 4:
         while p + 2 <= p1:
-            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 4, 2, 2)
+            tile_fma(c, c0 + (p - p0) * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 4, 2, 2)
             p += 2
         while p < p1:
-            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 4, 1, 2)
+            tile_fma(c, c0 + (p - p0) * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 4, 1, 2)
             p += 1
     else:
         while p + 4 <= p1:
-            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 1, 4, 2)
+            tile_fma(c, c0 + (p - p0) * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 1, 4, 2)
             p += 4
         while p < p1:
-            tile_fma(c, p * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 1, 1, 2)
+            tile_fma(c, c0 + (p - p0) * nr, ldc, a, 0, panels, base + p * stride, stride, k_len, 1, 1, 2)
             p += 1
 
 
@@ -72,21 +77,32 @@ _tile = njit(**JIT_OPTIONS)(_tile)
 
 
 @njit(**JIT_OPTIONS)
+def _geometry(n_hidden, itemsize):
+    """(NR, P, P1, P2): panel width, panels of 3H columns, panels of the z and r columns
+    [0, P1), and the first panel of the h columns P2."""
+    nr = 2 * (64 // itemsize)
+    return nr, (3 * n_hidden + nr - 1) // nr, (2 * n_hidden + nr - 1) // nr, 2 * n_hidden // nr
+
+
+@njit(**JIT_OPTIONS)
 def _project(x2, wp, bias, d, out, a):
-    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I); out is (M, 3Hp)."""
-    hp = bias.shape[2]
+    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I); out is (M, P*NR)."""
+    n_hidden = bias.shape[2]
     n_inputs = x2.shape[1]
-    nr = 2 * (64 // wp.itemsize)
+    nr, n_panels, _, _ = _geometry(n_hidden, out.itemsize)
+    ldc = out.shape[1]
     xbias = bias[d, :3].ravel()
     m = 0
     while m < x2.shape[0]:
         mr = _tile(x2.shape[0] - m)
         for r in range(mr):
-            out[m + r] = xbias
+            row = out[m + r]
+            row[: 3 * n_hidden] = xbias
+            row[3 * n_hidden:] = 0
             xr = x2[m + r]
             for k in range(n_inputs):
                 a[k * mr + r] = xr[k]
-        _product(out[m:].ravel(), 3 * hp, a, mr, wp, d * 3 * hp * n_inputs, 0, 3 * hp // nr, n_inputs, nr)
+        _product(out[m:].ravel(), 0, ldc, a, mr, wp, d * n_panels * n_inputs * nr, 0, n_panels, n_inputs, nr)
         m += mr
 
 
@@ -95,16 +111,17 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     """All steps of direction ``d`` for batch rows ``lo:hi``; ``hoist``: X·Wᵀ for all steps first."""
     n_hidden = y.shape[3]
     seq_length, n_inputs = X.shape[1], X.shape[2]
-    hp = bias.shape[2]
-    nr = 2 * (64 // rp.itemsize)
-    n_panels = hp // nr
+    nr, n_panels, p1, p2 = _geometry(n_hidden, y.itemsize)
     n_rows = hi - lo
-    rbase = d * 3 * hp * n_hidden
-    ldc = 3 * hp
+    ldc = n_panels * nr
+    ld2 = (n_panels - p2) * nr  # the h gate's second product (linear_before_reset False)
+    h2 = 2 * n_hidden - p2 * nr  # where column 2H falls in it
+    rbase = d * n_panels * n_hidden * nr
     has_att = att.shape[0] > 0
     rev = reversed_[d]
 
     c = np.zeros(TILE_ROWS * ldc, dtype=y.dtype)
+    c2 = np.zeros(TILE_ROWS * ld2, dtype=y.dtype)
     a = np.zeros(max(n_hidden, n_inputs) * TILE_ROWS, dtype=y.dtype)
     if hoist:
         xg = np.empty((n_rows * seq_length, ldc), dtype=y.dtype)
@@ -112,12 +129,13 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     else:
         xg = np.empty((TILE_ROWS, ldc), dtype=y.dtype)
     xbias, rbh = bias[d, :3].ravel(), bias[d, 3]
+    wbase = d * n_panels * n_inputs * nr
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
     rows = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
-    state = np.zeros((n_rows, hp), dtype=y.dtype)
+    state = np.zeros((n_rows, n_hidden), dtype=y.dtype)
     for i in range(n_rows):
-        state[i, :n_hidden] = h0[rows[i], d]
+        state[i] = h0[rows[i], d]
     times = np.empty(TILE_ROWS, dtype=np.int64)
 
     running = n_rows
@@ -130,16 +148,15 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
         while i0 < running:
             mr = _tile(running - i0)
             for r in range(mr):
-                b = rows[i0 + r]
-                times[r] = lengths[b] - 1 - s if rev else s
+                times[r] = lengths[rows[i0 + r]] - 1 - s if rev else s
             if not hoist:
                 # X_t·Wᵀ + bias for the tile's rows, as _project does for a whole block.
                 for r in range(mr):
-                    xg[r] = xbias
+                    xg[r, : 3 * n_hidden] = xbias
                     xr = X[rows[i0 + r], times[r]]
                     for k in range(n_inputs):
                         a[k * mr + r] = xr[k]
-                _product(xg.ravel(), ldc, a, mr, wp, d * 3 * hp * n_inputs, 0, 3 * n_panels, n_inputs, nr)
+                _product(xg.ravel(), 0, ldc, a, mr, wp, wbase, 0, n_panels, n_inputs, nr)
             # Pack the states (k-major); start z, r from X·Wᵀ + bias, and for linear_before_reset
             # the h gate's recurrent part from Rbh.
             for r in range(mr):
@@ -148,21 +165,24 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                     a[k * mr + r] = st[k]
                 x = xg[(rows[i0 + r] - lo) * seq_length + times[r]] if hoist else xg[r]
                 row = c[r * ldc: (r + 1) * ldc]
-                row[: 2 * hp] = x[: 2 * hp]
+                row[: 2 * n_hidden] = x[: 2 * n_hidden]
                 if lbr:
-                    row[2 * hp:] = rbh
+                    row[2 * n_hidden: 3 * n_hidden] = rbh
+                else:
+                    row[2 * n_hidden:] = 0  # h columns sharing a panel with r: computed, unused
             # z, r (and for linear_before_reset H·Rhᵀ + Rbh) from one product.
-            _product(c, ldc, a, mr, rp, rbase, 0, (3 if lbr else 2) * n_panels, n_hidden, nr)
+            _product(c, 0, ldc, a, mr, rp, rbase, 0, n_panels if lbr else p1, n_hidden, nr)
             for r in range(mr):
                 row = c[r * ldc: (r + 1) * ldc]
-                zr = row[: 2 * hp]
+                zr = row[: 2 * n_hidden]
                 if clip_at > 0:
                     clip(zr, clip_at)
                 activate(zr, f_code)
                 x = xg[(rows[i0 + r] - lo) * seq_length + times[r]] if hoist else xg[r]
-                xh, hg, rg = x[2 * hp: 2 * hp + n_hidden], row[2 * hp: 2 * hp + n_hidden], row[hp: hp + n_hidden]
+                xh, rg = x[2 * n_hidden: 3 * n_hidden], row[n_hidden: 2 * n_hidden]
                 if lbr:
                     # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh))
+                    hg = row[2 * n_hidden: 3 * n_hidden]
                     for j in range(n_hidden):
                         hg[j] = xh[j] + rg[j] * hg[j]
                 else:
@@ -170,13 +190,15 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                     st = state[i0 + r]
                     for k in range(n_hidden):
                         a[k * mr + r] = rg[k] * st[k]
-                    hg[:] = xh
+                    c2[r * ld2: r * ld2 + h2] = 0  # z or r columns sharing a panel with h: unused
+                    c2[r * ld2 + h2: r * ld2 + h2 + n_hidden] = xh
             if not lbr:
-                _product(c, ldc, a, mr, rp, rbase, 2 * n_panels, 3 * n_panels, n_hidden, nr)
+                _product(c2, 0, ld2, a, mr, rp, rbase, p2, n_panels, n_hidden, nr)
             for r in range(mr):
                 b = rows[i0 + r]
                 row = c[r * ldc: (r + 1) * ldc]
-                z, hg = row[:n_hidden], row[2 * hp: 2 * hp + n_hidden]
+                z = row[:n_hidden]
+                hg = row[2 * n_hidden: 3 * n_hidden] if lbr else c2[r * ld2 + h2: r * ld2 + h2 + n_hidden]
                 if clip_at > 0:
                     clip(hg, clip_at)
                 activate(hg, g_code)
@@ -202,7 +224,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
         if length == 0:
             ho[b, d] = 0
         else:
-            ho[b, d] = state[i, :n_hidden]
+            ho[b, d] = state[i]
 
 
 @njit(parallel=True, **JIT_OPTIONS)
@@ -233,43 +255,57 @@ _PATIENCE = 2000
 
 
 @njit(**JIT_OPTIONS)
-def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c):
-    """One half of one phase of step ``t`` of row 0; xg (S, 3Hp) holds X·Wᵀ + bias of every step.
+def _split_units(half, n_hidden, nr, n_panels, p2):
+    """The panels [q0, q1) of the h columns that half ``half`` owns, and their units [u0, u1)."""
+    q0 = p2 + half * (n_panels - p2) // 2
+    q1 = p2 + (half + 1) * (n_panels - p2) // 2
+    return q0, q1, min(max(q0 * nr - 2 * n_hidden, 0), n_hidden), min(max(q1 * nr - 2 * n_hidden, 0), n_hidden)
 
-    Phase 0: the products H·Rᵀ of the z and r gates (and, for linear_before_reset, of the h gate),
-    cut into two contiguous runs of panels, and f on z and r. Phase 1: the h gate and the state
-    update for a range of hidden units. ``c`` (3Hp,) is shared by the workers, each half writing
-    its own columns; ``rh`` (Hp,) is r ⊙ H, the worker's own.
+
+@njit(**JIT_OPTIONS)
+def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c, c2):
+    """One half of one phase of step ``t`` of row 0; xg (S, P*NR) holds X·Wᵀ + bias of every step.
+
+    Phase 0: the products H·Rᵀ of the z and r columns (and, for linear_before_reset, the h
+    columns), cut into two contiguous runs of panels, f on z and r, and r ⊙ H. Phase 1: the h
+    gate and the state update for the units of a run of the h gate's panels. The buffers ``c``
+    (P*NR,), ``c2`` (second product) and ``rh`` (H,) are shared, each half writing its own columns.
     """
     n_hidden = y.shape[3]
-    hp = bias.shape[2]
-    nr = 2 * (64 // rp.itemsize)
-    n_panels = hp // nr
+    nr, n_panels, p1, p2 = _geometry(n_hidden, y.itemsize)
     x = xg[t]
     if phase == 0:
-        total = (3 if lbr else 2) * n_panels
-        p0, p1 = half * total // 2, (half + 1) * total // 2
-        c0, c1 = p0 * nr, p1 * nr
-        c[c0: min(c1, 2 * hp)] = x[c0: min(c1, 2 * hp)]
-        if c1 > 2 * hp:
-            c[max(c0, 2 * hp): c1] = bias[0, 3, max(c0, 2 * hp) - 2 * hp: c1 - 2 * hp]
-        _product(c, 0, h_cur, 1, rp, 0, p0, p1, n_hidden, nr)
-        if c0 < 2 * hp:
-            zr = c[c0: min(c1, 2 * hp)]
-            if clip_at > 0:
-                clip(zr, clip_at)
-            activate(zr, f_code)
+        total = n_panels if lbr else p1
+        q0, q1 = half * total // 2, (half + 1) * total // 2
+        c0, c1 = q0 * nr, q1 * nr
+        for col in range(c0, c1):
+            if col < 2 * n_hidden:
+                c[col] = x[col]
+            elif lbr and col < 3 * n_hidden:
+                c[col] = bias[0, 3, col - 2 * n_hidden]
+            else:
+                c[col] = 0
+        _product(c, c0, 0, h_cur, 1, rp, 0, q0, q1, n_hidden, nr)
+        zr = c[c0: min(c1, 2 * n_hidden)]
+        if clip_at > 0:
+            clip(zr, clip_at)
+        activate(zr, f_code)
+        if not lbr:
+            for col in range(max(c0, n_hidden), min(c1, 2 * n_hidden)):
+                rh[col - n_hidden] = c[col] * h_cur[col - n_hidden]
         return
-    p0, p1 = half * n_panels // 2, (half + 1) * n_panels // 2
-    u0, u1 = min(p0 * nr, n_hidden), min(p1 * nr, n_hidden)
-    hg = c[2 * hp + u0: 2 * hp + u1]
+    q0, q1, u0, u1 = _split_units(half, n_hidden, nr, n_panels, p2)
     if lbr:
         # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh))
+        hg = c[2 * n_hidden + u0: 2 * n_hidden + u1]
         for j in range(u0, u1):
-            c[2 * hp + j] = x[2 * hp + j] + c[hp + j] * c[2 * hp + j]
+            c[2 * n_hidden + j] = x[2 * n_hidden + j] + c[n_hidden + j] * c[2 * n_hidden + j]
     else:
-        hg[:] = x[2 * hp + u0: 2 * hp + u1]
-        _product(c, 0, rh, 1, rp, 0, 2 * n_panels + p0, 2 * n_panels + p1, n_hidden, nr)
+        h2 = 2 * n_hidden - p2 * nr
+        for col in range(q0 * nr, q1 * nr):
+            c2[col - p2 * nr] = x[col] if 2 * n_hidden <= col < 3 * n_hidden else 0
+        _product(c2, (q0 - p2) * nr, 0, rh, 1, rp, 0, q0, q1, n_hidden, nr)
+        hg = c2[h2 + u0: h2 + u1]
     if clip_at > 0:
         clip(hg, clip_at)
     activate(hg, g_code)
@@ -279,14 +315,15 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
         z = c[j]
         if has_att:
             z = z - att[0, t] * z
-        v = c[2 * hp + j] + z * (h_cur[j] - c[2 * hp + j])
+        h_new = hg[j - u0]
+        v = h_new + z * (h_cur[j] - h_new)
         h_next[j] = v
         out[j] = v
 
 
 @njit(**JIT_OPTIONS)
-def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, c,
-                  claims, done, present):
+def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh, c,
+                  c2, claims, done, present):
     """Worker ``worker`` of two sharing row 0 of direction 0, each phase of a step cut in two
     halves. A worker claims its own half of each phase, then the other half if its partner has
     not taken it in time (or has not started at all), then waits for both: waiting is only ever
@@ -295,34 +332,29 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
     n_hidden = y.shape[3]
     length = lengths[0]
     other = 1 - worker
-    rh = np.zeros(bias.shape[2], dtype=y.dtype)
     atomic_add(present, worker, 1)
     for s in range(length):
         t = length - 1 - s if reversed_[0] else s
         h_cur, h_next = state[s % 2], state[(s + 1) % 2]
         for phase in range(2):
             m = 2 * s + phase
-            if phase == 1 and not lbr:
-                # r ⊙ H over all units, for this worker's product (and a stolen half's).
-                for k in range(n_hidden):
-                    rh[k] = c[bias.shape[2] + k] * h_cur[k]
             if atomic_claim(claims, 2 * m + worker):
-                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, h_cur, h_next, rh, c)
+                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, h_cur, h_next, rh, c,
+                            c2)
                 atomic_add(done, m, 1)
             if atomic_load(present, other) > 0:
                 spins = 0
                 while atomic_load(claims, 2 * m + other) == 0 and spins < _PATIENCE:
                     spins += 1
             if atomic_claim(claims, 2 * m + other):
-                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, other, h_cur, h_next, rh, c)
+                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, other, h_cur, h_next, rh, c,
+                            c2)
                 atomic_add(done, m, 1)
             while atomic_load(done, m) < 2:
                 pass
-    # Own half of the outputs that no step wrote: Y past the length, and Ho.
-    nr = 2 * (64 // rp.itemsize)
-    n_panels = bias.shape[2] // nr
-    u0 = min(worker * n_panels // 2 * nr, n_hidden)
-    u1 = min((worker + 1) * n_panels // 2 * nr, n_hidden)
+    # Own units of the outputs that no step wrote: Y past the length, and Ho.
+    nr, n_panels, _, p2 = _geometry(n_hidden, y.itemsize)
+    _, _, u0, u1 = _split_units(worker, n_hidden, nr, n_panels, p2)
     for t in range(length, y.shape[2]):
         y[0, 0, t, u0:u1] = 0
     if length == 0:
@@ -336,37 +368,37 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     """One row of one direction on two threads, each streaming half of the packed weights per
     step (batch 1 is bound by reading R: PERF_NOTES.md, "Batch 1"). One fork/join per call."""
     n_hidden = y.shape[3]
-    hp = bias.shape[2]
     seq_length, n_inputs = X.shape[1], X.shape[2]
-    xg = np.empty((seq_length, 3 * hp), dtype=y.dtype)
+    nr, n_panels, _, p2 = _geometry(n_hidden, y.itemsize)
+    xg = np.empty((seq_length, n_panels * nr), dtype=y.dtype)
     _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * TILE_ROWS, dtype=y.dtype))
-    state = np.zeros((2, hp), dtype=y.dtype)
-    state[0, :n_hidden] = h0[0, 0]
-    c = np.zeros(3 * hp, dtype=y.dtype)
+    state = np.zeros((2, n_hidden), dtype=y.dtype)
+    state[0] = h0[0, 0]
+    rh = np.zeros(n_hidden, dtype=y.dtype)
+    c = np.zeros(n_panels * nr, dtype=y.dtype)
+    c2 = np.zeros((n_panels - p2) * nr, dtype=y.dtype)
     slots = max(1, 2 * lengths[0])
     claims = np.zeros(2 * slots, dtype=np.int64)
     done = np.zeros(slots, dtype=np.int64)
     present = np.zeros(2, dtype=np.int64)
     for worker in prange(2):
-        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, c,
-                      claims, done, present)
+        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh,
+                      c, c2, claims, done, present)
 
 
 def pack_panels(M, num_directions, hidden_size, dtype):
-    """Mᵀ in the kernels' panels: M (D, 3H, K) or (3H, K), W or R -> (flat 64-byte aligned array, Hp)."""
+    """Mᵀ in the kernels' panels: M (D, 3H, K) or (3H, K), W or R -> flat 64-byte aligned array
+    of (D, P, K, NR), columns past 3H zero."""
     nr = 2 * lanes(dtype)
     d, h = num_directions, hidden_size
     k = np.shape(M)[-1]
-    hp = -(-h // nr) * nr
-    padded = np.zeros((d, 3, hp, k), dtype=dtype)
-    padded[:, :, :h, :] = np.asarray(M, dtype=dtype).reshape(d, 3, h, k)
-    # (d, gate, panel, unit in panel, k) -> (d, gate, panel, k, unit in panel)
-    panels = padded.reshape(d, 3, hp // nr, nr, k).transpose(0, 1, 2, 4, 3)
+    n_panels = -(-3 * h // nr)
+    padded = np.zeros((d, n_panels * nr, k), dtype=dtype)
+    padded[:, : 3 * h, :] = np.asarray(M, dtype=dtype).reshape(d, 3 * h, k)
+    panels = padded.reshape(d, n_panels, nr, k).transpose(0, 1, 3, 2)
     out = aligned_empty(max(1, panels.size), dtype)
     out[: panels.size] = panels.reshape(-1)
-    return out, hp
-
-
+    return out
 def aligned_empty(size, dtype, align=64):
     """An uninitialised 1-D array whose data starts on an ``align``-byte boundary (PERF_NOTES.md §4)."""
     buf = np.empty(size * dtype.itemsize + align, dtype=np.uint8)
