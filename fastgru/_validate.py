@@ -48,7 +48,8 @@ def _check_hidden_size(op, hidden_size):
     if hidden_size is None:
         return None
     if isinstance(hidden_size, bool) or not isinstance(hidden_size, numbers.Integral) or hidden_size <= 0:
-        raise FastGRUError(f"{op}: hidden_size is {hidden_size!r}; expected a positive integer (or None to take it from R)")
+        raise FastGRUError(
+            f"{op}: hidden_size is {hidden_size!r}; expected a positive integer (or None to take it from R)")
     return int(hidden_size)
 
 
@@ -208,9 +209,8 @@ def _check_shapes(op, layout, arrays, dims, sources, linear_before_reset):
             note = f" (linear_before_reset={linear_before_reset})" if "G*hidden_size" in symbols else ""
             where = [f"{size} from {sources[size]}" for size in dict.fromkeys(s.rpartition("*")[2] for s in symbols)
                      if size in sources and not sources[size].startswith(name + ".")]
-            raise FastGRUError(
-                f"{op}: {name} has shape {array.shape}; expected ({text}){note}" + ("; " + ", ".join(where) if where else "")
-            )
+            where = "; " + ", ".join(where) if where else ""
+            raise FastGRUError(f"{op}: {name} has shape {array.shape}; expected ({text}){note}{where}")
 
 
 def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
@@ -227,9 +227,10 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
     if "input_size" not in dims:
         dims["input_size"], sources["input_size"] = (X.shape[-1], "X.shape[-1]") if X is not None else (
             arrays["W"].shape[-1], "W.shape[-1]")
-    if "hidden_size" not in dims:
-        dims["hidden_size"], sources["hidden_size"] = (
-            (arrays["R"].shape[-1], "R.shape[-1]") if hidden_size is None else (hidden_size, "the hidden_size attribute"))
+    if "hidden_size" not in dims and hidden_size is None:
+        dims["hidden_size"], sources["hidden_size"] = arrays["R"].shape[-1], "R.shape[-1]"
+    elif "hidden_size" not in dims:
+        dims["hidden_size"], sources["hidden_size"] = hidden_size, "the hidden_size attribute"
     return dims, sources
 
 
