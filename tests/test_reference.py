@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+import reference
 from conftest import DTYPES, assert_close, make_case
 
 import fastgru
-import reference
 
 DIRECTIONS = ["forward", "reverse", "bidirectional"]
 ACTIVATIONS = ["relu", "sigmoid", "tanh"]
