@@ -98,13 +98,15 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     return sig, codegen
 
 
-if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line coverage): the same sums
+if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line coverage)
 
     def tile_fma(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):  # noqa: F811
+        # The same sums in the same order for every element, k = 0, 1, ... (without fusing).
         nr = nv * lanes(c.dtype)
         packed_a = a[a_off: a_off + k_len * mr].reshape(k_len, mr)
         for q in range(np_):
             panel = b[b_off + q * b_stride: b_off + q * b_stride + k_len * nr].reshape(k_len, nr)
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
-                c[start: start + nr] += packed_a[:, r] @ panel
+                for k in range(k_len):
+                    c[start: start + nr] += packed_a[k, r] * panel[k]
