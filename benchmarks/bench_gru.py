@@ -1,0 +1,65 @@
+"""fastgru against OpenVINO, ONNX Runtime, torch and the NumPy reference, side by side.
+
+Run: see benchmarks/README.md. Each (shape, implementation) is one pytest-benchmark test; all
+implementations of a shape run one after the other in the same process, with their set-up
+(model compilation, weight packing, Numba compilation) and one warm-up call outside the timer.
+"""
+
+import time
+
+import numpy as np
+import pytest
+from conftest import machine_info
+from peers import IMPLS, Case, Shape, Unavailable
+
+SHAPES = [
+    Shape("gru_sequence", 1, 100, 64, 128, lbr=False),
+    Shape("gru_sequence", 1, 100, 64, 128, lbr=True),
+    Shape("gru_sequence", 1, 100, 64, 256, lbr=False),
+    Shape("gru_sequence", 1, 100, 64, 256, lbr=True),
+    Shape("gru_sequence", 1, 100, 64, 512, lbr=False),
+    Shape("gru_sequence", 1, 100, 64, 512, lbr=True),
+    Shape("gru_sequence", 64, 100, 256, 256),
+    Shape("gru_sequence", 16, 50, 128, 256, direction="bidirectional"),
+    Shape("gru_sequence", 128, 50, 36, 36),
+    Shape("augru_sequence", 128, 50, 36, 36),
+    Shape("gru_cell", 1, 1, 256, 256),
+    Shape("gru_cell", 64, 1, 256, 256),
+    Shape("gru_sequence", 1, 1, 4, 4),
+]
+
+#: Seconds of timed calls per (shape, implementation), split into rounds of one call.
+BUDGET = 0.4
+
+
+def _as_tuple(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _check(shape, impl, result, want):
+    """The implementation computes the same thing (float32 tolerance), once per shape."""
+    got = _as_tuple(result)
+    assert len(got) == len(want), impl
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=1e-4, atol=2e-5,
+                                   err_msg=f"{impl} on {shape.id}")
+
+
+@pytest.mark.parametrize("impl", list(IMPLS))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.id)
+def bench_gru(benchmark, shape, impl):
+    case = Case(shape)
+    try:
+        run, result = IMPLS[impl](case)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    want = _as_tuple(IMPLS["fastgru"](case)[1]())
+    _check(shape, impl, result(), want)
+    run()  # warm-up: compilation and first-touch outside the timer
+    start = time.perf_counter()
+    run()
+    once = max(time.perf_counter() - start, 1e-7)
+    rounds = int(min(2000, max(5, BUDGET / once)))
+    benchmark.extra_info.update(machine_info())
+    benchmark.extra_info.update(shape=shape.id, impl=impl, flops=shape.flops)
+    benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=min(3, rounds))

@@ -1,0 +1,52 @@
+"""Benchmark session set-up: tests/ on the path (the NumPy reference, the AUGRU IR recipe), and
+the machine facts every result records."""
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+try:  # before any fastgru parallel launch: OpenVINO ships TBB, which Numba then prefers (PERF_NOTES.md)
+    import openvino  # noqa: F401
+except ImportError:
+    pass
+
+
+def machine_info():
+    import numba
+    import numpy as np
+
+    import fastgru
+
+    info = {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "fastgru": fastgru.__version__,
+        "numba_threads": numba.get_num_threads(),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", ""),
+    }
+    try:
+        info["numba_threading_layer"] = numba.threading_layer()
+    except ValueError:
+        info["numba_threading_layer"] = "not started"
+    for name in ("openvino", "onnxruntime", "torch"):
+        module = sys.modules.get(name)
+        if module is not None:
+            info[name] = getattr(module, "__version__", "?")
+    return info
+
+
+def _cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()

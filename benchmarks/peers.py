@@ -1,0 +1,298 @@
+"""The implementations the benchmarks time, each built outside the timer into a zero-argument call.
+
+Every builder takes a ``Case`` and returns ``(run, result)``: ``run()`` is what the benchmark times
+(inputs already in the implementation's own layout and types, weights already loaded), and
+``result()`` runs once more and returns (Y, Ho) in fastgru's layout (Ho alone for the cell), for
+the one correctness check per shape. A builder raises ``Unavailable`` when its runtime is not
+installed or does not implement the case.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import fastgru
+
+
+class Unavailable(Exception):
+    """This implementation cannot run this case here."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    op: str  # "gru_sequence", "augru_sequence" or "gru_cell"
+    batch: int
+    seq: int
+    inputs: int
+    hidden: int
+    direction: str = "forward"
+    lbr: bool = False
+
+    @property
+    def directions(self):
+        return 2 if self.direction == "bidirectional" else 1
+
+    @property
+    def flops(self):
+        """2·B·T·3H·(I+H)·D: the multiply-adds of the input and recurrent products."""
+        return 2 * self.batch * self.seq * 3 * self.hidden * (self.inputs + self.hidden) * self.directions
+
+    @property
+    def id(self):
+        name = {"gru_sequence": "seq", "augru_sequence": "augru", "gru_cell": "cell"}[self.op]
+        direction = {"forward": "", "reverse": "-rev", "bidirectional": "-bidi"}[self.direction]
+        return f"{name}-b{self.batch}-s{self.seq}-i{self.inputs}-h{self.hidden}{direction}-lbr{int(self.lbr)}"
+
+
+class Case:
+    """Random float32 inputs of a shape, in OpenVINO's layout (weights uniform in ±1/sqrt(H))."""
+
+    def __init__(self, shape, seed=0):
+        rng = np.random.default_rng(seed)
+        n, s, i, h, d = shape.batch, shape.seq, shape.inputs, shape.hidden, shape.directions
+        scale = 1 / math.sqrt(h)
+        self.shape = shape
+        self.X = rng.standard_normal((n, s, i), dtype=np.float32)
+        self.H0 = rng.standard_normal((n, d, h), dtype=np.float32) * 0.5
+        self.lengths = np.full(n, s, dtype=np.int32)
+        self.W = rng.uniform(-scale, scale, (d, 3 * h, i)).astype(np.float32)
+        self.R = rng.uniform(-scale, scale, (d, 3 * h, h)).astype(np.float32)
+        self.B = rng.uniform(-scale, scale, (d, (4 if shape.lbr else 3) * h)).astype(np.float32)
+        self.A = rng.uniform(0, 1, (n, s, 1)).astype(np.float32)
+
+    @property
+    def attrs(self):
+        return {"direction": self.shape.direction, "linear_before_reset": self.shape.lbr}
+
+
+# ----------------------------------------------------------------------------------------------- fastgru
+
+
+def fastgru_function(case):
+    c, op = case, case.shape.op
+    if op == "gru_cell":
+        args = (c.X[:, 0], c.H0[:, 0], c.W[0], c.R[0], c.B[0])
+        run = lambda: fastgru.gru_cell(*args, linear_before_reset=c.shape.lbr)  # noqa: E731
+    elif op == "augru_sequence":
+        args = (c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
+        run = lambda: fastgru.augru_sequence(*args)  # noqa: E731
+    else:
+        args = (c.X, c.H0, c.lengths, c.W, c.R, c.B)
+        run = lambda: fastgru.gru_sequence(*args, **c.attrs)  # noqa: E731
+    return run, run
+
+
+def fastgru_prepared(case):
+    """The serving form: weights packed once, outputs preallocated (out=)."""
+    c, op = case, case.shape.op
+    if op == "gru_cell":
+        cell = fastgru.GRUCell(c.W[0], c.R[0], c.B[0], linear_before_reset=c.shape.lbr)
+        x, h0 = c.X[:, 0], c.H0[:, 0]
+        out = np.empty_like(h0)
+        return (lambda: cell(x, h0, out=out)), (lambda: cell(x, h0))
+    if op == "augru_sequence":
+        augru = fastgru.AUGRUSequence(c.W, c.R, c.B)
+        out = (np.empty((c.shape.batch, 1, c.shape.seq, c.shape.hidden), np.float32), np.empty_like(c.H0))
+        return (lambda: augru(c.X, c.H0, c.lengths, c.A, out=out)), (lambda: augru(c.X, c.H0, c.lengths, c.A))
+    seq = fastgru.GRUSequence(c.W, c.R, c.B, **c.attrs)
+    d = c.shape.directions
+    out = (np.empty((c.shape.batch, d, c.shape.seq, c.shape.hidden), np.float32), np.empty_like(c.H0))
+    return (lambda: seq(c.X, c.H0, c.lengths, out=out)), (lambda: seq(c.X, c.H0, c.lengths))
+
+
+# --------------------------------------------------------------------------------------------- NumPy
+
+
+def numpy_reference(case):
+    try:
+        import reference  # tests/reference.py, put on sys.path by benchmarks/conftest.py
+    except ImportError as exc:
+        raise Unavailable("tests/reference.py is not importable") from exc
+    run = fastgru_function(case)[0]
+    c = case
+    if c.shape.op == "gru_cell":
+        run = lambda: reference.gru_cell(c.X[:, 0], c.H0[:, 0], c.W[0], c.R[0], c.B[0],  # noqa: E731
+                                         linear_before_reset=c.shape.lbr)
+    elif c.shape.op == "augru_sequence":
+        run = lambda: reference.augru_sequence(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)  # noqa: E731
+    else:
+        run = lambda: reference.gru_sequence(c.X, c.H0, c.lengths, c.W, c.R, c.B, **c.attrs)  # noqa: E731
+    return run, run
+
+
+# ------------------------------------------------------------------------------------------ OpenVINO
+
+THREADS = 2
+
+
+def openvino_cpu(case):
+    """OpenVINO's CPU plugin, f32 precision hint, weights and sequence_lengths as Constants (its
+    fast oneDNN path), one infer request reused, inputs shared without copies."""
+    try:
+        import openvino as ov
+        from openvino import opset15 as ops
+    except ImportError as exc:
+        raise Unavailable("openvino is not installed") from exc
+    c, shape = case, case.shape
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS}
+    if shape.op == "augru_sequence":
+        try:
+            import openvino_oracle  # tests/openvino_oracle.py: the AUGRUSequence IR recipe of SPEC.md §7
+        except ImportError as exc:
+            raise Unavailable("tests/openvino_oracle.py is not importable") from exc
+        xml, blob = openvino_oracle.augru_ir(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
+        ov_core = openvino_oracle.augru_core()
+        model = ov_core.read_model(model=xml, weights=ov.Tensor(np.frombuffer(blob, dtype=np.uint8).copy()))
+        inputs = [c.X, c.H0, c.A]
+    elif shape.op == "gru_cell":
+        ov_core = ov.Core()
+        x, h = ops.parameter([shape.batch, shape.inputs], np.float32), ops.parameter([shape.batch, shape.hidden],
+                                                                                      np.float32)
+        node = ops.gru_cell(x, h, ops.constant(c.W[0]), ops.constant(c.R[0]), ops.constant(c.B[0]), shape.hidden,
+                            linear_before_reset=shape.lbr)
+        model = ov.Model(node.outputs(), [x, h])
+        inputs = [np.ascontiguousarray(c.X[:, 0]), np.ascontiguousarray(c.H0[:, 0])]
+    else:
+        ov_core = ov.Core()
+        x = ops.parameter(list(c.X.shape), np.float32)
+        h = ops.parameter(list(c.H0.shape), np.float32)
+        node = ops.gru_sequence(x, h, ops.constant(c.lengths), ops.constant(c.W), ops.constant(c.R),
+                                ops.constant(c.B), shape.hidden, shape.direction, linear_before_reset=shape.lbr)
+        model = ov.Model(node.outputs(), [x, h])
+        inputs = [c.X, c.H0]
+    request = ov_core.compile_model(model, "CPU", config).create_infer_request()
+
+    def run():
+        return request.infer(inputs, share_inputs=True, share_outputs=True)
+
+    def result():
+        outputs = run()
+        return tuple(np.array(outputs[i]) for i in range(len(outputs)))
+
+    return run, result
+
+
+# -------------------------------------------------------------------------------------- ONNX Runtime
+
+
+def onnxruntime_gru(case):
+    """One ONNX GRU node (gate order z, r, h as OpenVINO), layout 0: X (S, N, I), Y (S, D, N, H)."""
+    try:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError as exc:
+        raise Unavailable("onnx or onnxruntime is not installed") from exc
+    c, shape = case, case.shape
+    if shape.op == "augru_sequence":
+        raise Unavailable("ONNX has no AUGRU")
+    n, s, i, h, d = shape.batch, shape.seq, shape.inputs, shape.hidden, shape.directions
+    if shape.op == "gru_cell":
+        s = 1
+    # ONNX B = [Wb | Rb]: OpenVINO's summed biases go in Wb; for linear_before_reset Rbh goes in Rb.
+    wb = c.B[:, : 3 * h]
+    rb = np.zeros_like(wb)
+    if shape.lbr:
+        rb[:, 2 * h:] = c.B[:, 3 * h:]
+    initializers = [numpy_helper.from_array(c.W, "W"), numpy_helper.from_array(c.R, "R"),
+                    numpy_helper.from_array(np.concatenate([wb, rb], axis=1), "B"),
+                    numpy_helper.from_array(np.full(n, s, np.int32), "sequence_lens")]
+    node = helper.make_node("GRU", ["X", "W", "R", "B", "sequence_lens", "initial_h"], ["Y", "Y_h"], hidden_size=h,
+                            direction=shape.direction, linear_before_reset=int(shape.lbr))
+    graph = helper.make_graph(
+        [node], "gru",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [s, n, i]),
+         helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, [d, n, h])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [s, d, n, h]),
+         helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [d, n, h])],
+        initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feed = {"X": np.ascontiguousarray(c.X[:, :s].transpose(1, 0, 2)),
+            "initial_h": np.ascontiguousarray(c.H0.transpose(1, 0, 2))}
+
+    def run():
+        return session.run(None, feed)
+
+    def result():
+        Y, Yh = run()
+        Y, Ho = Y.transpose(2, 1, 0, 3), Yh.transpose(1, 0, 2)
+        return (Ho[:, 0],) if shape.op == "gru_cell" else (Y, Ho)
+
+    return run, result
+
+
+# --------------------------------------------------------------------------------------------- torch
+
+
+def torch_gru(case):
+    """torch.nn.GRU / GRUCell: gate order r, z, n and linear_before_reset semantics only."""
+    c, shape = case, case.shape
+    if not shape.lbr:
+        raise Unavailable("torch computes linear_before_reset=True only")
+    if shape.op == "augru_sequence":
+        raise Unavailable("torch has no AUGRU")
+    try:
+        import torch
+    except ImportError as exc:
+        raise Unavailable("torch is not installed") from exc
+    torch.set_num_threads(THREADS)
+    h, d = shape.hidden, shape.directions
+
+    def rzh(m):  # OpenVINO's rows z, r, h -> torch's r, z, n
+        return np.concatenate([m[h:2 * h], m[:h], m[2 * h:3 * h]])
+
+    def load(module, suffix, k):
+        b_ih = rzh(np.concatenate([c.B[k, : 3 * h]]))
+        b_hh = np.concatenate([np.zeros(2 * h, np.float32), c.B[k, 3 * h:]])
+        for name, value in (("weight_ih", rzh(c.W[k])), ("weight_hh", rzh(c.R[k])), ("bias_ih", b_ih),
+                            ("bias_hh", b_hh)):
+            getattr(module, name + suffix).data = torch.from_numpy(np.ascontiguousarray(value))
+
+    with torch.inference_mode():
+        if shape.op == "gru_cell":
+            module = torch.nn.GRUCell(shape.inputs, h)
+            load(module, "", 0)
+            x, h0 = torch.from_numpy(np.ascontiguousarray(c.X[:, 0])), torch.from_numpy(np.ascontiguousarray(
+                c.H0[:, 0]))
+
+            def run():
+                with torch.inference_mode():
+                    return module(x, h0)
+
+            return run, lambda: (run().numpy(),)
+        module = torch.nn.GRU(shape.inputs, h, batch_first=True, bidirectional=d == 2)
+        load(module, "_l0", 0)
+        if d == 2:
+            load(module, "_l0_reverse", 1)
+        if shape.direction == "reverse":
+            raise Unavailable("torch has no reverse-only GRU")
+        x, h0 = torch.from_numpy(c.X), torch.from_numpy(np.ascontiguousarray(c.H0.transpose(1, 0, 2)))
+
+    def run():
+        with torch.inference_mode():
+            return module(x, h0)
+
+    def result():
+        Y, Hn = run()
+        n, s = shape.batch, shape.seq
+        return Y.numpy().reshape(n, s, d, h).transpose(0, 2, 1, 3), Hn.numpy().transpose(1, 0, 2)
+
+    return run, result
+
+
+IMPLS = {
+    "fastgru": fastgru_function,
+    "fastgru_prepared": fastgru_prepared,
+    "openvino": openvino_cpu,
+    "onnxruntime": onnxruntime_gru,
+    "torch": torch_gru,
+    "numpy": numpy_reference,
+}
+PEERS = ("openvino", "onnxruntime", "torch")

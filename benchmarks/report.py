@@ -1,0 +1,80 @@
+"""Turn pytest-benchmark's JSON into the markdown table and the PNG chart of the README.
+
+    python benchmarks/report.py benchmarks/results.json [--md benchmarks/results.md] [--png benchmarks/results.png]
+
+Table: per shape, the median time of each implementation in µs, fastgru_prepared's GFLOP/s
+(FLOPs = 2·B·T·3H·(I+H)·D) and its ratio to the best peer (OpenVINO, ONNX Runtime, torch;
+below 1 means fastgru is faster).
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from peers import IMPLS, PEERS
+
+
+def load(path):
+    data = json.loads(Path(path).read_text())
+    rows, machine = {}, {}
+    for bench in data["benchmarks"]:
+        info = bench["extra_info"]
+        rows.setdefault(info["shape"], {"flops": info["flops"]})[info["impl"]] = bench["stats"]["median"]
+        machine = {k: v for k, v in info.items() if k not in ("shape", "impl", "flops")}
+    return rows, machine
+
+
+def table(rows, machine):
+    impls = [impl for impl in IMPLS if any(impl in row for row in rows.values())]
+    lines = ["| shape | " + " | ".join(f"{impl} µs" for impl in impls)
+             + " | fastgru_prepared GFLOP/s | prepared / best peer |",
+             "|---" * (len(impls) + 3) + "|"]
+    for shape, row in rows.items():
+        cells = [f"{row[impl] * 1e6:,.1f}" if impl in row else "–" for impl in impls]
+        prepared = row.get("fastgru_prepared")
+        peers = [row[p] for p in PEERS if p in row]
+        gflops = f"{row['flops'] / prepared / 1e9:.1f}" if prepared else "–"
+        ratio = f"{prepared / min(peers):.2f}" if prepared and peers else "–"
+        lines.append(f"| {shape} | " + " | ".join(cells) + f" | {gflops} | {ratio} |")
+    facts = ", ".join(f"{k} {v}" for k, v in machine.items())
+    return "\n".join(lines) + f"\n\nMedians of one run, float32. Machine: {facts}.\n"
+
+
+def chart(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    impls = [impl for impl in IMPLS if any(impl in row for row in rows.values())]
+    shapes = list(rows)
+    width = 0.8 / len(impls)
+    fig, ax = plt.subplots(figsize=(max(10, len(shapes) * 1.1), 5.5))
+    for k, impl in enumerate(impls):
+        xs = [j + (k - (len(impls) - 1) / 2) * width for j in range(len(shapes))]
+        ys = [rows[s].get(impl, float("nan")) * 1e6 for s in shapes]
+        ax.bar(xs, ys, width, label=impl)
+    ax.set_yscale("log")
+    ax.set_ylabel("median time per call (µs, log scale)")
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels(shapes, rotation=35, ha="right", fontsize=8)
+    ax.legend(ncol=3, fontsize=8)
+    ax.set_title("GRU ops on CPU, float32: lower is better")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json")
+    here = Path(__file__).resolve().parent
+    parser.add_argument("--md", default=str(here / "results.md"))
+    parser.add_argument("--png", default=str(here / "results.png"))
+    args = parser.parse_args()
+    rows, machine = load(args.json)
+    Path(args.md).write_text(table(rows, machine))
+    chart(rows, args.png)
+
+
+if __name__ == "__main__":
+    main()
