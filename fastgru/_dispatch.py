@@ -21,8 +21,10 @@ SERIAL_BELOW_FLOPS = 100_000
 #: batch 1, computing it per step at B=64, T=100, H=256).
 HOIST_BYTES = 1 << 20
 
-#: A single row (batch 1, one direction) is split over two threads from this hidden_size on.
+#: A single row (batch 1, one direction) is split over two threads from this hidden_size and this
+#: many steps on (benchmarks/: a one-step cell pays the split's set-up without gaining from it).
 SPLIT_FROM_HIDDEN = 128
+SPLIT_FROM_STEPS = 16
 
 
 def compute_dtype(dtype):
@@ -49,36 +51,43 @@ class Packed:
         self.clip = ct.type(spec.clip)
         self._no_att = np.zeros((0, 0), dtype=ct)
         self._cell = spec.layout == "cell"
+        self._augru2d = spec.layout == "augru2d"
         self._native = spec.dtype == ct
+        self._directions, self._hidden, self._inputs = d, h, spec.input_size
+        self._lbr, self._f, self._g = spec.linear_before_reset, spec.f_code, spec.g_code
 
     def compute(self, X, h0, lengths, att=None, out=None):
         """Run checked inputs; returns (Ho,) for the cell, else (Y, Ho), in T1 and the op's layout.
 
         X is (N, I) for the cell, else (N, S, I); lengths an integer array (N,), or None for every
         step; ``out`` checked outputs (``_validate.check_out``) or None. Any T1 memory layout.
+        Written for a short path: it is most of a small call's time.
         """
-        ct, spec = self.compute_dtype, self.spec
-        d, h = spec.num_directions, spec.hidden_size
+        ct, d, h, cell = self.compute_dtype, self._directions, self._hidden, self._cell
         n = X.shape[0]
-        s = 1 if self._cell else X.shape[1]
+        s = 1 if cell else X.shape[1]
         if out is not None and self._native:
             results = out
+        elif cell:
+            results = (np.empty((n, h), dtype=ct),)
+        elif self._augru2d:
+            results = (np.empty((n, s, h), dtype=ct), np.empty((n, h), dtype=ct))
         else:
-            results = tuple(np.empty(shape, dtype=ct) for shape in result_shapes(spec, n, s))
-        if self._cell:
+            results = (np.empty((n, d, s, h), dtype=ct), np.empty((n, d, h), dtype=ct))
+        if cell:
             ho = results[0].reshape(n, 1, h)
             y = ho.reshape(n, 1, 1, h)
         else:
             y, ho = results[0].reshape(n, d, s, h), results[1].reshape(n, d, h)
-        X = np.ascontiguousarray(X, dtype=ct).reshape(n, s, spec.input_size)
+        X = np.ascontiguousarray(X, dtype=ct).reshape(n, s, self._inputs)
         h0 = np.ascontiguousarray(h0, dtype=ct).reshape(n, d, h)
         lengths = np.full(n, s, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
         att = self._no_att if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
-        args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, spec.linear_before_reset, self.clip,
-                spec.f_code, spec.g_code, att, y, ho)
+        args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, self._lbr, self.clip, self._f, self._g,
+                att, y, ho)
         # Asking Numba for the thread count costs ~2 µs: only when the work may be shared.
         threads = 1 if 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
-        if threads > 1 and n * d == 1 and h >= SPLIT_FROM_HIDDEN:
+        if threads > 1 and n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS:
             run_split(*args)
         else:
             blocks = 1 if threads == 1 else min(n, -(-threads // d))
@@ -90,7 +99,7 @@ class Packed:
         if results is out:
             return out
         if not self._native:
-            results = tuple(r.astype(spec.dtype) for r in results)
+            results = tuple(r.astype(self.spec.dtype) for r in results)
             if out is not None:
                 for dst, src in zip(out, results):
                     dst[...] = src

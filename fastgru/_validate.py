@@ -337,9 +337,10 @@ def check_out(spec, out, shapes):
             raise FastGRUError(f"{spec.op}: out {name} is {type(array).__name__}; expected an ndarray")
         if array.shape != shape:
             raise FastGRUError(f"{spec.op}: out {name} has shape {array.shape}; expected {shape}")
-        if array.dtype != spec.dtype or not array.dtype.isnative:
+        if array.dtype != spec.dtype:  # spec.dtype is native: a swapped byte order differs too
             raise TypeError(f"{spec.op}: out {name} is {array.dtype.name}; expected {spec.dtype.name}, "
                             "the dtype of the inputs")
-        if not (array.flags.c_contiguous and array.flags.writeable):
+        flags = array.flags
+        if not (flags.c_contiguous and flags.writeable):
             raise FastGRUError(f"{spec.op}: out {name} must be a writeable C-contiguous array")
     return tuple(outs)
