@@ -50,3 +50,12 @@ def _cpu_model():
     except OSError:
         pass
     return platform.processor()
+
+
+def pytest_collection_modifyitems(items):
+    """Run the benchmarks round by round (all shapes and implementations, then again)."""
+    def round_of(item):
+        callspec = getattr(item, "callspec", None)
+        return callspec.params.get("round_", 0) if callspec else 0
+
+    items.sort(key=round_of)  # stable: within a round, shapes and implementations keep their order

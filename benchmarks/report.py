@@ -9,18 +9,23 @@ below 1 means fastgru is faster).
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 from peers import IMPLS, PEERS
 
 
 def load(path):
+    """{shape: {"flops": F, impl: median of the rounds' medians (s)}} and the machine facts."""
     data = json.loads(Path(path).read_text())
-    rows, machine = {}, {}
+    medians, flops, machine = {}, {}, {}
     for bench in data["benchmarks"]:
         info = bench["extra_info"]
-        rows.setdefault(info["shape"], {"flops": info["flops"]})[info["impl"]] = bench["stats"]["median"]
-        machine = {k: v for k, v in info.items() if k not in ("shape", "impl", "flops")}
+        medians.setdefault(info["shape"], {}).setdefault(info["impl"], []).append(bench["stats"]["median"])
+        flops[info["shape"]] = info["flops"]
+        machine = {k: v for k, v in info.items() if k not in ("shape", "impl", "flops", "round")}
+    rows = {shape: {"flops": flops[shape], **{impl: statistics.median(m) for impl, m in impls.items()}}
+            for shape, impls in medians.items()}
     return rows, machine
 
 
@@ -37,7 +42,8 @@ def table(rows, machine):
         ratio = f"{prepared / min(peers):.2f}" if prepared and peers else "–"
         lines.append(f"| {shape} | " + " | ".join(cells) + f" | {gflops} | {ratio} |")
     facts = ", ".join(f"{k} {v}" for k, v in machine.items())
-    return "\n".join(lines) + f"\n\nMedians of one run, float32. Machine: {facts}.\n"
+    return ("\n".join(lines) + "\n\nfloat32; medians of each round's median, rounds interleaved over all "
+            f"implementations, in one run. Machine: {facts}.\n")
 
 
 def chart(rows, path):
