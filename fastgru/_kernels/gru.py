@@ -43,6 +43,10 @@ from .microkernel import lanes, tile_fma
 #: Rows per tile; tails use 4 and then 1 (the literal variants of _product).
 TILE_ROWS = 8
 
+#: Rows whose products run together, panels outermost: each group of weight panels is read once
+#: for all the chunk's tiles while it is in cache (64 rows of C are at most 3*64*H floats).
+CHUNK_ROWS = 64
+
 @njit(**JIT_OPTIONS)
 def _product(c, c0, ldc, a, mr, panels, base, p0, p1, k_len, nr):
     """c[:mr, c0 + (p - p0)*NR ...] += Aᵀ · panel p, for panels p0..p1 from ``base`` in ``panels``;
@@ -85,25 +89,53 @@ def _geometry(n_hidden, itemsize):
 
 
 @njit(**JIT_OPTIONS)
+def _pack(a, m):
+    """Pack the rows of m (n, K) into ``a`` tile by tile: tile i0 (of _tile rows) at i0*K, k-major."""
+    n, k_len = m.shape
+    i0 = 0
+    while i0 < n:
+        mr = _tile(n - i0)
+        for r in range(mr):
+            row = m[i0 + r]
+            for k in range(k_len):
+                a[i0 * k_len + k * mr + r] = row[k]
+        i0 += mr
+
+
+@njit(**JIT_OPTIONS)
+def _product_rows(c, ldc, a, k_len, n, panels, base, p0, p1, nr):
+    """c[i, (p - p0)*NR ...] += A_i · panel p for rows i < n (packed by _pack) and panels p0..p1.
+
+    Panels run outermost, four at a time, and every tile of rows uses them while they are in cache.
+    """
+    p = p0
+    while p < p1:
+        group = min(4, p1 - p)
+        i0 = 0
+        while i0 < n:
+            mr = _tile(n - i0)
+            _product(c[i0 * ldc:], (p - p0) * nr, ldc, a[i0 * k_len:], mr, panels, base, p, p + group, k_len, nr)
+            i0 += mr
+        p += group
+
+
+@njit(**JIT_OPTIONS)
 def _project(x2, wp, bias, d, out, a):
-    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I); out is (M, P*NR)."""
+    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I); out is (M, P*NR).
+    ``a`` holds CHUNK_ROWS packed rows."""
     n_hidden = bias.shape[2]
     n_inputs = x2.shape[1]
     nr, n_panels, _, _ = _geometry(n_hidden, out.itemsize)
     ldc = out.shape[1]
     xbias = bias[d, :3].ravel()
-    m = 0
-    while m < x2.shape[0]:
-        mr = _tile(x2.shape[0] - m)
-        for r in range(mr):
-            row = out[m + r]
+    for m0 in range(0, x2.shape[0], CHUNK_ROWS):
+        n = min(CHUNK_ROWS, x2.shape[0] - m0)
+        for r in range(n):
+            row = out[m0 + r]
             row[: 3 * n_hidden] = xbias
             row[3 * n_hidden:] = 0
-            xr = x2[m + r]
-            for k in range(n_inputs):
-                a[k * mr + r] = xr[k]
-        _product(out[m:].ravel(), 0, ldc, a, mr, wp, d * n_panels * n_inputs * nr, 0, n_panels, n_inputs, nr)
-        m += mr
+        _pack(a, x2[m0: m0 + n])
+        _product_rows(out[m0:].ravel(), ldc, a, n_inputs, n, wp, d * n_panels * n_inputs * nr, 0, n_panels, nr)
 
 
 @njit(**JIT_OPTIONS)
@@ -117,26 +149,28 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     ld2 = (n_panels - p2) * nr  # the h gate's second product (linear_before_reset False)
     h2 = 2 * n_hidden - p2 * nr  # where column 2H falls in it
     rbase = d * n_panels * n_hidden * nr
+    wbase = d * n_panels * n_inputs * nr
     has_att = att.shape[0] > 0
     rev = reversed_[d]
 
-    c = np.zeros(TILE_ROWS * ldc, dtype=y.dtype)
-    c2 = np.zeros(TILE_ROWS * ld2, dtype=y.dtype)
-    a = np.zeros(max(n_hidden, n_inputs) * TILE_ROWS, dtype=y.dtype)
+    chunk = min(n_rows, CHUNK_ROWS)
+    c = np.zeros((chunk, ldc), dtype=y.dtype)
+    c2 = np.zeros((chunk, ld2), dtype=y.dtype)
+    a = np.zeros(max(n_hidden, n_inputs, 1) * CHUNK_ROWS, dtype=y.dtype)
+    m = np.empty((chunk, max(n_hidden, n_inputs)), dtype=y.dtype)  # rows to pack
     if hoist:
         xg = np.empty((n_rows * seq_length, ldc), dtype=y.dtype)
         _project(X[lo:hi].reshape(n_rows * seq_length, n_inputs), wp, bias, d, xg, a)
     else:
-        xg = np.empty((TILE_ROWS, ldc), dtype=y.dtype)
+        xg = np.empty((chunk, ldc), dtype=y.dtype)
     xbias, rbh = bias[d, :3].ravel(), bias[d, 3]
-    wbase = d * n_panels * n_inputs * nr
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
     rows = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
     state = np.zeros((n_rows, n_hidden), dtype=y.dtype)
     for i in range(n_rows):
         state[i] = h0[rows[i], d]
-    times = np.empty(TILE_ROWS, dtype=np.int64)
+    times = np.empty(chunk, dtype=np.int64)
 
     running = n_rows
     for s in range(seq_length):
@@ -144,41 +178,36 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
             running -= 1
         if running == 0:
             break
-        i0 = 0
-        while i0 < running:
-            mr = _tile(running - i0)
-            for r in range(mr):
-                times[r] = lengths[rows[i0 + r]] - 1 - s if rev else s
+        for g0 in range(0, running, CHUNK_ROWS):
+            n = min(CHUNK_ROWS, running - g0)
+            for i in range(n):
+                times[i] = lengths[rows[g0 + i]] - 1 - s if rev else s
             if not hoist:
-                # X_t·Wᵀ + bias for the tile's rows, as _project does for a whole block.
-                for r in range(mr):
-                    xg[r, : 3 * n_hidden] = xbias
-                    xr = X[rows[i0 + r], times[r]]
-                    for k in range(n_inputs):
-                        a[k * mr + r] = xr[k]
-                _product(xg.ravel(), 0, ldc, a, mr, wp, wbase, 0, n_panels, n_inputs, nr)
-            # Pack the states (k-major); start z, r from X·Wᵀ + bias, and for linear_before_reset
-            # the h gate's recurrent part from Rbh.
-            for r in range(mr):
-                st = state[i0 + r]
-                for k in range(n_hidden):
-                    a[k * mr + r] = st[k]
-                x = xg[(rows[i0 + r] - lo) * seq_length + times[r]] if hoist else xg[r]
-                row = c[r * ldc: (r + 1) * ldc]
+                # X_t·Wᵀ + bias for the chunk's rows, as _project does for a whole block.
+                for i in range(n):
+                    xg[i, : 3 * n_hidden] = xbias
+                    m[i, :n_inputs] = X[rows[g0 + i], times[i]]
+                _pack(a, m[:n, :n_inputs])
+                _product_rows(xg.ravel(), ldc, a, n_inputs, n, wp, wbase, 0, n_panels, nr)
+            # Start z, r from X·Wᵀ + bias, and for linear_before_reset the h gate's recurrent
+            # part from Rbh; then z, r (and H·Rhᵀ + Rbh) from one product over the packed states.
+            for i in range(n):
+                x = xg[(rows[g0 + i] - lo) * seq_length + times[i]] if hoist else xg[i]
+                row = c[i]
                 row[: 2 * n_hidden] = x[: 2 * n_hidden]
                 if lbr:
                     row[2 * n_hidden: 3 * n_hidden] = rbh
                 else:
                     row[2 * n_hidden:] = 0  # h columns sharing a panel with r: computed, unused
-            # z, r (and for linear_before_reset H·Rhᵀ + Rbh) from one product.
-            _product(c, 0, ldc, a, mr, rp, rbase, 0, n_panels if lbr else p1, n_hidden, nr)
-            for r in range(mr):
-                row = c[r * ldc: (r + 1) * ldc]
+            _pack(a, state[g0: g0 + n])
+            _product_rows(c.ravel(), ldc, a, n_hidden, n, rp, rbase, 0, n_panels if lbr else p1, nr)
+            for i in range(n):
+                row = c[i]
                 zr = row[: 2 * n_hidden]
                 if clip_at > 0:
                     clip(zr, clip_at)
                 activate(zr, f_code)
-                x = xg[(rows[i0 + r] - lo) * seq_length + times[r]] if hoist else xg[r]
+                x = xg[(rows[g0 + i] - lo) * seq_length + times[i]] if hoist else xg[i]
                 xh, rg = x[2 * n_hidden: 3 * n_hidden], row[n_hidden: 2 * n_hidden]
                 if lbr:
                     # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh))
@@ -186,35 +215,34 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                     for j in range(n_hidden):
                         hg[j] = xh[j] + rg[j] * hg[j]
                 else:
-                    # h = g(X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ): pack r ⊙ H for the second product.
-                    st = state[i0 + r]
+                    # h = g(X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ): r ⊙ H for the second product.
+                    st, rh = state[g0 + i], m[i]
                     for k in range(n_hidden):
-                        a[k * mr + r] = rg[k] * st[k]
-                    c2[r * ld2: r * ld2 + h2] = 0  # z or r columns sharing a panel with h: unused
-                    c2[r * ld2 + h2: r * ld2 + h2 + n_hidden] = xh
+                        rh[k] = rg[k] * st[k]
+                    c2[i, :h2] = 0  # z or r columns sharing a panel with h: unused
+                    c2[i, h2: h2 + n_hidden] = xh
             if not lbr:
-                _product(c2, 0, ld2, a, mr, rp, rbase, p2, n_panels, n_hidden, nr)
-            for r in range(mr):
-                b = rows[i0 + r]
-                row = c[r * ldc: (r + 1) * ldc]
-                z = row[:n_hidden]
-                hg = row[2 * n_hidden: 3 * n_hidden] if lbr else c2[r * ld2 + h2: r * ld2 + h2 + n_hidden]
+                _pack(a, m[:n, :n_hidden])
+                _product_rows(c2.ravel(), ld2, a, n_hidden, n, rp, rbase, p2, n_panels, nr)
+            for i in range(n):
+                b = rows[g0 + i]
+                z = c[i, :n_hidden]
+                hg = c[i, 2 * n_hidden: 3 * n_hidden] if lbr else c2[i, h2: h2 + n_hidden]
                 if clip_at > 0:
                     clip(hg, clip_at)
                 activate(hg, g_code)
                 if has_att:
                     # AUGRU: z' = (1 - a) ⊙ z, after the activation and not clamped (SPEC.md §3).
-                    at = att[b, times[r]]
+                    at = att[b, times[i]]
                     for j in range(n_hidden):
                         z[j] = z[j] - at * z[j]
                 # H' = (1 - z) ⊙ h + z ⊙ H, written as h + z ⊙ (H - h).
-                st = state[i0 + r]
-                out = y[b, d, times[r]]
+                st = state[g0 + i]
+                out = y[b, d, times[i]]
                 for j in range(n_hidden):
                     v = hg[j] + z[j] * (st[j] - hg[j])
                     st[j] = v
                     out[j] = v
-            i0 += mr
 
     for i in range(n_rows):
         b = rows[i]
@@ -371,7 +399,7 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     seq_length, n_inputs = X.shape[1], X.shape[2]
     nr, n_panels, _, p2 = _geometry(n_hidden, y.itemsize)
     xg = np.empty((seq_length, n_panels * nr), dtype=y.dtype)
-    _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * TILE_ROWS, dtype=y.dtype))
+    _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * CHUNK_ROWS, dtype=y.dtype))
     state = np.zeros((2, n_hidden), dtype=y.dtype)
     state[0] = h0[0, 0]
     rh = np.zeros(n_hidden, dtype=y.dtype)
