@@ -29,7 +29,7 @@ def machine_info():
         "numba": numba.__version__,
         "fastgru": fastgru.__version__,
         "numba_threads": numba.get_num_threads(),
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", ""),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "unset"),
     }
     try:
         info["numba_threading_layer"] = numba.threading_layer()

@@ -1,10 +1,11 @@
 """Turn pytest-benchmark's JSON into the markdown table and the PNG chart of the README.
 
-    python benchmarks/report.py benchmarks/results.json [--md benchmarks/results.md] [--png benchmarks/results.png]
+    python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme README.md]
 
 Table: per shape, the median time of each implementation in µs, fastgru_prepared's GFLOP/s
 (FLOPs = 2·B·T·3H·(I+H)·D) and its ratio to the best peer (OpenVINO, ONNX Runtime, torch;
-below 1 means fastgru is faster).
+below 1 means fastgru is faster). The table also replaces the text between the bench markers of
+README.md, so that nobody edits the README's figures by hand.
 """
 
 import argparse
@@ -13,6 +14,8 @@ import statistics
 from pathlib import Path
 
 from peers import IMPLS, PEERS
+
+MARKERS = ("<!-- bench:start -->", "<!-- bench:end -->")
 
 
 def load(path):
@@ -76,10 +79,18 @@ def main():
     here = Path(__file__).resolve().parent
     parser.add_argument("--md", default=str(here / "results.md"))
     parser.add_argument("--png", default=str(here / "results.png"))
+    parser.add_argument("--readme", default=str(here.parent / "README.md"),
+                        help="file whose text between the bench:start and bench:end markers is replaced by the table")
     args = parser.parse_args()
     rows, machine = load(args.json)
-    Path(args.md).write_text(table(rows, machine))
+    text = table(rows, machine)
+    Path(args.md).write_text(text)
     chart(rows, args.png)
+    readme = Path(args.readme)
+    if readme.exists() and MARKERS[0] in readme.read_text():
+        before, rest = readme.read_text().split(MARKERS[0], 1)
+        after = rest.split(MARKERS[1], 1)[1]
+        readme.write_text(f"{before}{MARKERS[0]}\n{text}{MARKERS[1]}{after}")
 
 
 if __name__ == "__main__":
