@@ -22,10 +22,12 @@ ho       : (N, D, H)      output, the state after the last computed step (zero f
 Strategy. Each (direction, block of batch rows) is one task owned by one thread for all time
 steps: no synchronisation inside the time loop and one fork/join per call. A task first computes
 X·Wᵀ + bias for all its rows and steps when the dispatcher says so (``hoist``: it fits in cache),
-else per step. The rows still running at a step are processed in tiles of 8, 4 or 1 rows that
-share each load of the weights (microkernel.tile_fma). A single row can instead be split over two
-threads (``run_split``). Every element is computed by the same sequence of operations on any
-path, tile or thread, so results do not depend on the thread count.
+else per step. The rows still running at a step are processed in chunks of up to 64 rows, and
+within a chunk in tiles of 8, 4 or 1 rows that share each load of the weights
+(microkernel.tile_fma), weight panels outermost so that each is read once per chunk and step.
+A single row can instead be split over two threads (``run_split``). Every element is computed by
+the same sequence of operations on any path, tile or thread, so results do not depend on the
+thread count.
 
 For linear_before_reset False, the h gate's product (r ⊙ H)·Rhᵀ is a second product over the
 panels from column 2H on, written to its own buffer: the panel that holds both r and h columns
@@ -46,6 +48,7 @@ TILE_ROWS = 8
 #: Rows whose products run together, panels outermost: each group of weight panels is read once
 #: for all the chunk's tiles while it is in cache (64 rows of C are at most 3*64*H floats).
 CHUNK_ROWS = 64
+
 
 @njit(**JIT_OPTIONS)
 def _product(c, c0, ldc, a, mr, panels, base, p0, p1, k_len, nr):
@@ -73,11 +76,10 @@ def _product(c, c0, ldc, a, mr, panels, base, p0, p1, k_len, nr):
             p += 1
 
 
+@njit(**JIT_OPTIONS)
 def _tile(n):
+    """Rows of the next tile when ``n`` rows are left: 8, 4 or 1 (the variants _product has)."""
     return TILE_ROWS if n >= TILE_ROWS else (4 if n >= 4 else 1)
-
-
-_tile = njit(**JIT_OPTIONS)(_tile)
 
 
 @njit(**JIT_OPTIONS)
