@@ -166,3 +166,17 @@ def test_augru_attention_is_not_clamped(rng):
     case = make_case(rng, op="augru_sequence", batch=3, seq_len=4, hidden_size=5)
     case.inputs["A"] = rng.uniform(-1, 2, case.inputs["A"].shape).astype(np.float32)
     assert_close(*_both("augru_sequence", case))
+
+
+@pytest.mark.parametrize("linear_before_reset", [False, True])
+def test_more_rows_than_a_chunk(rng, linear_before_reset):
+    """More rows per thread than the kernel's chunk of 64 (fastgru/_kernels/gru.py, CHUNK_ROWS)."""
+    case = make_case(rng, batch=300, seq_len=4, input_size=3, hidden_size=20, direction="bidirectional",
+                     linear_before_reset=linear_before_reset)
+    assert_close(*_both("gru_sequence", case))
+
+
+@pytest.mark.parametrize("op", ["gru_sequence", "gru_cell"])
+def test_input_size_zero(rng, op):
+    case = make_case(rng, op=op, batch=3, seq_len=4, input_size=0, hidden_size=5)
+    assert_close(*_both(op, case))
