@@ -27,9 +27,19 @@ SPLIT_FROM_HIDDEN = 128
 SPLIT_FROM_STEPS = 16
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+#: Constant kernel arguments, made once (the kernels only read them).
+_REVERSED = {direction: np.array(flags, dtype=np.bool_) for direction, flags in
+             (("forward", [False]), ("reverse", [True]), ("bidirectional", [False, True]))}
+_NO_ATTENTION = {_F32: np.zeros((0, 0), dtype=_F32), _F64: np.zeros((0, 0), dtype=_F64)}
+for _array in (*_REVERSED.values(), *_NO_ATTENTION.values()):
+    _array.flags.writeable = False
+
+
 def compute_dtype(dtype):
     """float64 runs in float64; float16, bfloat16 and float32 in float32 (SPEC.md §5)."""
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+    return _F64 if dtype == _F64 else _F32
 
 
 class Packed:
@@ -46,10 +56,10 @@ class Packed:
         self.rp = pack_panels(R, d, h, ct)
         self.bias = np.zeros((d, 4, h), dtype=ct)
         if B is not None:
-            self.bias[:, :gates, :h] = np.asarray(B).reshape(d, gates, h)
-        self.reversed = np.array([spec.direction == "reverse", True][:d], dtype=np.bool_)
+            self.bias[:, :gates] = np.asarray(B).reshape(d, gates, h)
+        self.reversed = _REVERSED[spec.direction]
         self.clip = ct.type(spec.clip)
-        self._no_att = np.zeros((0, 0), dtype=ct)
+        self._no_att = _NO_ATTENTION[ct]
         self._cell = spec.layout == "cell"
         self._augru2d = spec.layout == "augru2d"
         self._native = spec.dtype == ct

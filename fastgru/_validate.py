@@ -180,12 +180,15 @@ LAYOUTS = {
 }
 
 
-def _size(symbol, dims):
-    """The size a symbol of LAYOUTS stands for: "1", "name", "3*name" or "G*name"."""
-    if symbol == "1":
-        return 1
+def _factors(symbol):
+    """A symbol of LAYOUTS as the two keys of ``dims`` whose product it is ("1" is dims["1"] = 1)."""
     factor, _, name = symbol.rpartition("*")
-    return dims[factor] * dims[name] if factor else dims[name]
+    return factor or "1", name
+
+
+#: LAYOUTS parsed once: every call checks its shapes with two lookups per dimension.
+_FACTORS = {layout: {name: tuple(_factors(s) for s in symbols) for name, symbols in inputs.items()}
+            for layout, inputs in LAYOUTS.items()}
 
 
 def _check_ranks(op, layout, arrays):
@@ -200,10 +203,11 @@ def _check_ranks(op, layout, arrays):
 
 def _check_shapes(op, layout, arrays, dims, sources, linear_before_reset):
     """Check every dimension of ``arrays`` against ``dims``; ``sources`` says where each size came from."""
+    factors = _FACTORS[layout]
     for name, array in arrays.items():
-        symbols = layout[name]
-        expected = tuple(_size(symbol, dims) for symbol in symbols)
+        expected = tuple([dims[a] * dims[b] for a, b in factors[name]])
         if array.shape != expected:
+            symbols = LAYOUTS[layout][name]
             text = ", ".join(symbol if symbol == "1" else f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
                              for symbol, size in zip(symbols, expected))
             note = f" (linear_before_reset={linear_before_reset})" if "G*hidden_size" in symbols else ""
@@ -216,7 +220,7 @@ def _check_shapes(op, layout, arrays, dims, sources, linear_before_reset):
 def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
     """The sizes of a call, and where each comes from: ``known`` ones (a prepared op's weights),
     then X for batch, steps and inputs, W for inputs without X, the attribute or R for hidden."""
-    dims = {"num_directions": DIRECTIONS[direction], "G": 4 if linear_before_reset else 3, "3": 3}
+    dims = {"num_directions": DIRECTIONS[direction], "G": 4 if linear_before_reset else 3, "3": 3, "1": 1}
     sources = {"num_directions": f"direction={direction!r}"}
     for name, (size, source) in (known or {}).items():
         dims[name], sources[name] = size, source
@@ -272,8 +276,7 @@ def _check(op, layout, arrays, hidden_size, direction, linear_before_reset, know
     dtype = _check_t1(op, floats, "the op's W" if dtype is not None else None, dtype)
     if "sequence_lengths" in arrays:
         _check_t2(op, arrays["sequence_lengths"])
-    layout = LAYOUTS[layout]
-    _check_ranks(op, layout, arrays)
+    _check_ranks(op, LAYOUTS[layout], arrays)
     if known is None and hidden_size is None and arrays["R"].shape[-1] == 0:
         raise FastGRUError(f"{op}: R has shape {arrays['R'].shape}; hidden_size (its last dimension) must be positive")
     dims, sources = _dims(arrays, hidden_size, direction, linear_before_reset, known)

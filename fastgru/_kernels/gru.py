@@ -419,18 +419,27 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
 def pack_panels(M, num_directions, hidden_size, dtype):
     """Mᵀ in the kernels' panels: M (D, 3H, K) or (3H, K), W or R -> flat 64-byte aligned array
     of (D, P, K, NR), columns past 3H zero."""
-    nr = 2 * lanes(dtype)
     d, h = num_directions, hidden_size
-    k = np.shape(M)[-1]
-    n_panels = -(-3 * h // nr)
-    padded = np.zeros((d, n_panels * nr, k), dtype=dtype)
-    padded[:, : 3 * h, :] = np.asarray(M, dtype=dtype).reshape(d, 3 * h, k)
-    panels = padded.reshape(d, n_panels, nr, k).transpose(0, 1, 3, 2)
-    out = aligned_empty(max(1, panels.size), dtype)
-    out[: panels.size] = panels.reshape(-1)
+    M = np.ascontiguousarray(M, dtype=dtype)
+    return _pack_panels(M.reshape(d, 3 * h, M.shape[-1]), 2 * lanes(dtype))
+
+
+@njit(**JIT_OPTIONS)
+def _pack_panels(M, nr):
+    n_dirs, n_cols, k_len = M.shape
+    n_panels = (n_cols + nr - 1) // nr
+    size = max(1, n_dirs * n_panels * k_len * nr)
+    # 64-byte aligned (PERF_NOTES.md §4): NumPy guarantees 16 bytes only.
+    lanes_64 = 64 // M.itemsize
+    buf = np.zeros(size + lanes_64, dtype=M.dtype)
+    start = (-(buf.ctypes.data // M.itemsize)) % lanes_64
+    out = buf[start: start + size]
+    for d in range(n_dirs):
+        for p in range(n_panels):
+            base = (d * n_panels + p) * k_len * nr
+            for col in range(p * nr, min((p + 1) * nr, n_cols)):
+                row = M[d, col]
+                j = col - p * nr
+                for k in range(k_len):
+                    out[base + k * nr + j] = row[k]
     return out
-def aligned_empty(size, dtype, align=64):
-    """An uninitialised 1-D array whose data starts on an ``align``-byte boundary (PERF_NOTES.md §4)."""
-    buf = np.empty(size * dtype.itemsize + align, dtype=np.uint8)
-    start = -buf.ctypes.data % align
-    return buf[start: start + size * dtype.itemsize].view(dtype)
