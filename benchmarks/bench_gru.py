@@ -29,12 +29,12 @@ SHAPES = [
 ]
 
 #: Seconds of timed calls per (shape, implementation, round), in calls of one run each.
-BUDGET = 0.15
+BUDGET = 0.1
 
 #: Rounds: every (shape, implementation) is timed once per round, and conftest.py orders the
 #: tests round by round, so that a slow spell of this shared machine hits all implementations
 #: alike; report.py takes the median of the rounds' medians (PERF_NOTES.md, "Benchmark hygiene").
-ROUNDS = 3
+ROUNDS = 5
 
 
 def _as_tuple(result):
