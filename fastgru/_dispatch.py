@@ -22,8 +22,10 @@ SERIAL_BELOW_FLOPS = 100_000
 HOIST_BYTES = 1 << 20
 
 #: A single row (batch 1, one direction) is split over two threads from this hidden_size and this
-#: many steps on (benchmarks/: a one-step cell pays the split's set-up without gaining from it).
-SPLIT_FROM_HIDDEN = 128
+#: many steps on. Measured (benchmarks/, and A/B runs of 100 steps, I=64): 1.3-1.6x faster at
+#: H=512, 0.9-1.4x at H=256, none at H=128, where one core streams R from its L2 as fast as two
+#: meet at their per-step barriers; a one-step cell pays the split's set-up without gaining.
+SPLIT_FROM_HIDDEN = 256
 SPLIT_FROM_STEPS = 16
 
 

@@ -122,22 +122,22 @@ def _product_rows(c, ldc, a, k_len, n, panels, base, p0, p1, nr):
 
 
 @njit(**JIT_OPTIONS)
-def _project(x2, wp, bias, d, out, a):
-    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I); out is (M, P*NR).
-    ``a`` holds CHUNK_ROWS packed rows."""
+def _project(x2, wp, bias, d, out, a, p0=0, p1=-1):
+    """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I), in the columns of panels
+    p0..p1 (all by default); out is (M, P*NR). ``a`` holds CHUNK_ROWS packed rows."""
     n_hidden = bias.shape[2]
     n_inputs = x2.shape[1]
     nr, n_panels, _, _ = _geometry(n_hidden, out.itemsize)
+    p1 = n_panels if p1 < 0 else p1
     ldc = out.shape[1]
-    xbias = bias[d, :3].ravel()
+    xbias = np.zeros(ldc, dtype=out.dtype)
+    xbias[: 3 * n_hidden] = bias[d, :3].ravel()
     for m0 in range(0, x2.shape[0], CHUNK_ROWS):
         n = min(CHUNK_ROWS, x2.shape[0] - m0)
         for r in range(n):
-            row = out[m0 + r]
-            row[: 3 * n_hidden] = xbias
-            row[3 * n_hidden:] = 0
+            out[m0 + r, p0 * nr: p1 * nr] = xbias[p0 * nr: p1 * nr]
         _pack(a, x2[m0: m0 + n])
-        _product_rows(out[m0:].ravel(), ldc, a, n_inputs, n, wp, d * n_panels * n_inputs * nr, 0, n_panels, nr)
+        _product_rows(out[m0:].ravel()[p0 * nr:], ldc, a, n_inputs, n, wp, d * n_panels * n_inputs * nr, p0, p1, nr)
 
 
 @njit(**JIT_OPTIONS)
@@ -401,7 +401,9 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     seq_length, n_inputs = X.shape[1], X.shape[2]
     nr, n_panels, _, p2 = _geometry(n_hidden, y.itemsize)
     xg = np.empty((seq_length, n_panels * nr), dtype=y.dtype)
-    _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * CHUNK_ROWS, dtype=y.dtype))
+    for half in prange(2):  # X·Wᵀ + bias of every step, half of the columns each
+        _project(X[0], wp, bias, 0, xg, np.empty(max(1, n_inputs) * CHUNK_ROWS, dtype=y.dtype),
+                 half * n_panels // 2, (half + 1) * n_panels // 2)
     state = np.zeros((2, n_hidden), dtype=y.dtype)
     state[0] = h0[0, 0]
     rh = np.zeros(n_hidden, dtype=y.dtype)
