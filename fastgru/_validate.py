@@ -60,7 +60,12 @@ def _check_direction(op, direction):
     return name
 
 
+_DEFAULT_ACTIVATIONS = ("sigmoid", "tanh")
+
+
 def _check_activations(op, activations):
+    if activations == _DEFAULT_ACTIVATIONS:  # the common case, without the loop below
+        return CODES["sigmoid"], CODES["tanh"]
     if isinstance(activations, str) or not _is_sequence(activations) or len(activations) != 2:
         raise FastGRUError(
             f"{op}: activations is {activations!r}; expected two names, f for the z and r gates and g for "
@@ -77,6 +82,8 @@ def _check_activations(op, activations):
 
 def _check_alpha_beta(op, name, values):
     # Accepted for IR compatibility; relu, sigmoid and tanh take no parameters (SPEC.md §3).
+    if values == ():
+        return
     if isinstance(values, str) or not _is_sequence(values) or len(values) > 2:
         raise FastGRUError(f"{op}: {name} is {values!r}; expected a list of at most two floats")
     for i, v in enumerate(values):
@@ -85,12 +92,16 @@ def _check_alpha_beta(op, name, values):
 
 
 def _check_clip(op, clip):
+    if clip == math.inf and type(clip) is float:  # the default, without the ABC checks below
+        return 0.0
     if isinstance(clip, bool) or not isinstance(clip, numbers.Real) or math.isnan(clip) or clip < 0:
         raise FastGRUError(f"{op}: clip is {clip!r}; expected a number >= 0 (0 or math.inf: no clipping)")
     return 0.0 if math.isinf(clip) else float(clip)
 
 
 def _check_linear_before_reset(op, linear_before_reset):
+    if linear_before_reset is False or linear_before_reset is True:
+        return linear_before_reset
     if isinstance(linear_before_reset, (bool, np.bool_)) or linear_before_reset in (0, 1):
         if isinstance(linear_before_reset, (bool, np.bool_, numbers.Integral)):
             return bool(linear_before_reset)
