@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ._dispatch import Packed, result_shapes
-from ._validate import augru_layout, check_lengths, check_out, validate_call, validate_weights
+from ._validate import augru_layout, check_lengths, check_out, validate, validate_call
 
 
 class _Prepared:
@@ -18,7 +18,7 @@ class _Prepared:
 
     def __init__(self, op, layout, weights, **attrs):
         weights = {name: np.asarray(a) for name, a in weights.items()}
-        self.spec = spec = validate_weights(op, layout, weights, **attrs)
+        self.spec = spec = validate(op, layout, weights, **attrs)
         self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
         self._x_rank = 2 if layout == "cell" else 3
         self._state_shape = result_shapes(spec, 0, 0)[-1][1:]

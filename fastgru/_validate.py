@@ -299,10 +299,12 @@ def _check(op, layout, arrays, hidden_size, direction, linear_before_reset, know
 
 def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
              activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
-    """Check one function call: ``arrays`` maps specification names to NumPy arrays; return its Spec.
+    """Check a function call, or the weights of a prepared op: ``arrays`` maps specification names
+    to NumPy arrays; return the Spec.
 
     ``layout`` names an entry of LAYOUTS. Attributes are checked first, then dtypes, shapes and
-    finally the values of sequence_lengths. Sizes come from X (batch, steps, inputs) and R (hidden).
+    finally the values of sequence_lengths. Sizes come from X (batch, steps, inputs; from W without
+    X) and R or the hidden_size attribute (hidden).
     """
     hidden_size, direction, f_code, g_code, clip, lbr = _attributes(
         op, hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
@@ -310,20 +312,11 @@ def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activ
     return Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
 
 
-def validate_weights(op, layout, weights, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
-                     activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
-    """Check the weights (W, R, B) and attributes of a prepared op; input_size comes from W."""
-    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(
-        op, hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
-    dims, dtype = _check(op, layout, weights, hidden_size, direction, lbr)
-    return Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
-
-
-def validate_call(spec, arrays, layout=None):
+def validate_call(spec, arrays):
     """Check the per-call inputs of a prepared op against its Spec (sizes and T1 of its weights)."""
     known = {"input_size": (spec.input_size, "the op's W"), "hidden_size": (spec.hidden_size, "the op's R")}
-    _check(spec.op, layout or spec.layout, arrays, spec.hidden_size, spec.direction, spec.linear_before_reset,
-           known, spec.dtype)
+    _check(spec.op, spec.layout, arrays, spec.hidden_size, spec.direction, spec.linear_before_reset, known,
+           spec.dtype)
 
 
 def augru_layout(op, name, array):
