@@ -86,13 +86,17 @@ class Packed:
             results = (np.empty((n, s, h), dtype=ct), np.empty((n, h), dtype=ct))
         else:
             results = (np.empty((n, d, s, h), dtype=ct), np.empty((n, d, h), dtype=ct))
+        # To the kernels' canonical shapes (reshapes of C-contiguous arrays: views, no copies).
+        X, h0 = np.ascontiguousarray(X, dtype=ct), np.ascontiguousarray(h0, dtype=ct)
         if cell:
             ho = results[0].reshape(n, 1, h)
             y = ho.reshape(n, 1, 1, h)
+            X, h0 = X.reshape(n, 1, self._inputs), h0.reshape(n, 1, h)
+        elif self._augru2d:
+            y, ho = results[0].reshape(n, 1, s, h), results[1].reshape(n, 1, h)
+            h0 = h0.reshape(n, 1, h)
         else:
-            y, ho = results[0].reshape(n, d, s, h), results[1].reshape(n, d, h)
-        X = np.ascontiguousarray(X, dtype=ct).reshape(n, s, self._inputs)
-        h0 = np.ascontiguousarray(h0, dtype=ct).reshape(n, d, h)
+            y, ho = results
         lengths = np.full(n, s, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
         att = self._no_att if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
         args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, self._lbr, self.clip, self._f, self._g,

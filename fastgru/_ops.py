@@ -21,6 +21,7 @@ class _Prepared:
         self.spec = spec = validate(op, layout, weights, **attrs)
         self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
         self._x_rank = 2 if layout == "cell" else 3
+        self._inputs = spec.input_size
         self._state_shape = result_shapes(spec, 0, 0)[-1][1:]
 
     @property
@@ -53,10 +54,11 @@ class _Prepared:
         return results[0] if len(results) == 1 else results
 
     def _fast_ok(self, X, h0, lengths, A):
-        """Plain comparisons for the common case: every input as the op expects it."""
-        spec = self.spec
-        dtype = spec.dtype
-        if X.dtype != dtype or h0.dtype != dtype or X.ndim != self._x_rank or X.shape[-1] != spec.input_size:
+        """Plain comparisons for the common case: every input as the op expects it. Identity of
+        dtypes is enough here (NumPy keeps one instance per native dtype); anything else takes
+        the full checks, which accept it or say what is wrong."""
+        dtype = self.spec.dtype
+        if X.dtype is not dtype or h0.dtype is not dtype or X.ndim != self._x_rank or X.shape[-1] != self._inputs:
             return False
         n = X.shape[0]
         if h0.shape != (n, *self._state_shape):

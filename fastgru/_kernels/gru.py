@@ -155,24 +155,34 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     has_att = att.shape[0] > 0
     rev = reversed_[d]
 
+    # One allocation for every buffer (a small call is dominated by fixed costs): products C and
+    # C2, packed rows A, rows to pack M, states, and X·Wᵀ + bias (all steps, or a chunk's).
     chunk = min(n_rows, CHUNK_ROWS)
-    c = np.zeros((chunk, ldc), dtype=y.dtype)
-    c2 = np.zeros((chunk, ld2), dtype=y.dtype)
-    a = np.zeros(max(n_hidden, n_inputs, 1) * CHUNK_ROWS, dtype=y.dtype)
-    m = np.empty((chunk, max(n_hidden, n_inputs)), dtype=y.dtype)  # rows to pack
+    width = max(n_hidden, n_inputs, 1)
+    n_xg = (n_rows * seq_length if hoist else chunk) * ldc
+    sizes = (chunk * ldc, chunk * ld2, width * CHUNK_ROWS, chunk * width, n_rows * n_hidden, n_xg)
+    work = np.zeros(sum(sizes), dtype=y.dtype)
+    ends = np.cumsum(np.array(sizes))
+    c = work[: ends[0]].reshape(chunk, ldc)
+    c2 = work[ends[0]: ends[1]].reshape(chunk, ld2)
+    a = work[ends[1]: ends[2]]
+    m = work[ends[2]: ends[3]].reshape(chunk, width)  # rows to pack
+    state = work[ends[3]: ends[4]].reshape(n_rows, n_hidden)
+    xg = work[ends[4]: ends[5]].reshape(n_xg // ldc, ldc)
     if hoist:
-        xg = np.empty((n_rows * seq_length, ldc), dtype=y.dtype)
         _project(X[lo:hi].reshape(n_rows * seq_length, n_inputs), wp, bias, d, xg, a)
-    else:
-        xg = np.empty((chunk, ldc), dtype=y.dtype)
     xbias, rbh = bias[d, :3].ravel(), bias[d, 3]
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
-    rows = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
-    state = np.zeros((n_rows, n_hidden), dtype=y.dtype)
+    rows = np.empty(n_rows + chunk, dtype=np.int64)
+    times = rows[n_rows:]
+    rows = rows[:n_rows]
+    if n_rows == 1:
+        rows[0] = lo
+    else:
+        rows[:] = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
     for i in range(n_rows):
         state[i] = h0[rows[i], d]
-    times = np.empty(chunk, dtype=np.int64)
 
     running = n_rows
     for s in range(seq_length):
