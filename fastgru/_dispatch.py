@@ -31,12 +31,12 @@ SPLIT_FROM_STEPS = 16
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
-#: Constant kernel arguments, made once (the kernels only read them).
+#: Constant kernel arguments, made once; the kernels only read them. They stay writeable all the
+#: same: Numba compiles a separate kernel for read-only arrays, and GRU and AUGRU calls (whose A
+#: is a fresh array) would then not share one.
 _REVERSED = {direction: np.array(flags, dtype=np.bool_) for direction, flags in
              (("forward", [False]), ("reverse", [True]), ("bidirectional", [False, True]))}
 _NO_ATTENTION = {_F32: np.zeros((0, 0), dtype=_F32), _F64: np.zeros((0, 0), dtype=_F64)}
-for _array in (*_REVERSED.values(), *_NO_ATTENTION.values()):
-    _array.flags.writeable = False
 
 
 def compute_dtype(dtype):
