@@ -18,6 +18,7 @@ except ImportError:
 def machine_info():
     import numba
     import numpy as np
+    from peers import THREADS
 
     import fastgru
 
@@ -29,6 +30,7 @@ def machine_info():
         "numba": numba.__version__,
         "fastgru": fastgru.__version__,
         "numba_threads": numba.get_num_threads(),
+        "peer_threads": THREADS,  # OpenVINO INFERENCE_NUM_THREADS, ONNX Runtime intra_op, torch.set_num_threads
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "unset"),
     }
     try:

@@ -86,6 +86,9 @@ def fastgru_function(case):
 def fastgru_prepared(case):
     """The serving form: weights packed once, outputs preallocated (out=)."""
     c, op = case, case.shape.op
+    name = {"gru_cell": "GRUCell", "augru_sequence": "AUGRUSequence"}.get(op, "GRUSequence")
+    if not hasattr(fastgru, name):
+        raise Unavailable(f"this fastgru has no prepared op fastgru.{name}")
     if op == "gru_cell":
         cell = fastgru.GRUCell(c.W[0], c.R[0], c.B[0], linear_before_reset=c.shape.lbr)
         x, h0 = c.X[:, 0], c.H0[:, 0]
@@ -249,7 +252,7 @@ def torch_gru(case):
         return np.concatenate([m[h:2 * h], m[:h], m[2 * h:3 * h]])
 
     def load(module, suffix, k):
-        b_ih = rzh(np.concatenate([c.B[k, : 3 * h]]))
+        b_ih = rzh(c.B[k, : 3 * h])  # [Bz, Br, Wbh] reordered; Rbh alone goes in b_hh
         b_hh = np.concatenate([np.zeros(2 * h, np.float32), c.B[k, 3 * h:]])
         for name, value in (("weight_ih", rzh(c.W[k])), ("weight_hh", rzh(c.R[k])), ("bias_ih", b_ih),
                             ("bias_hh", b_hh)):

@@ -2,10 +2,10 @@
 
     python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme README.md]
 
-Table: per shape, the median time of each implementation in µs, fastgru_prepared's GFLOP/s
-(FLOPs = 2·B·T·3H·(I+H)·D) and its ratio to the best peer (OpenVINO, ONNX Runtime, torch;
-below 1 means fastgru is faster). The table also replaces the text between the bench markers of
-README.md, so that nobody edits the README's figures by hand.
+Table: per shape, the median time of each implementation in µs, the GFLOP/s of fastgru_prepared
+and of the best peer (FLOPs = 2·B·T·3H·(I+H)·D), and fastgru_prepared's time over the best peer's
+(peers: OpenVINO, ONNX Runtime, torch; below 1 means fastgru is faster). The table also replaces
+the text between the bench markers of README.md, so that nobody edits the README's figures by hand.
 """
 
 import argparse
@@ -35,18 +35,25 @@ def load(path):
 def table(rows, machine):
     impls = [impl for impl in IMPLS if any(impl in row for row in rows.values())]
     lines = ["| shape | " + " | ".join(f"{impl} µs" for impl in impls)
-             + " | fastgru_prepared GFLOP/s | prepared / best peer |",
-             "|---" * (len(impls) + 3) + "|"]
+             + " | fastgru_prepared GFLOP/s | best peer | best peer GFLOP/s | prepared / best peer |",
+             "|---" * (len(impls) + 5) + "|"]
     for shape, row in rows.items():
         cells = [f"{row[impl] * 1e6:,.1f}" if impl in row else "–" for impl in impls]
         prepared = row.get("fastgru_prepared")
-        peers = [row[p] for p in PEERS if p in row]
-        gflops = f"{row['flops'] / prepared / 1e9:.1f}" if prepared else "–"
-        ratio = f"{prepared / min(peers):.2f}" if prepared and peers else "–"
-        lines.append(f"| {shape} | " + " | ".join(cells) + f" | {gflops} | {ratio} |")
+        best = min((p for p in PEERS if p in row), key=row.get, default=None)
+        ratio = f"{prepared / row[best]:.2f}" if prepared and best else "–"
+        lines.append(f"| {shape} | " + " | ".join(cells) + f" | {_gflops(row, 'fastgru_prepared')} | {best or '–'} | "
+                     f"{_gflops(row, best)} | {ratio} |")
     facts = ", ".join(f"{k} {v}" for k, v in machine.items())
     return ("\n".join(lines) + "\n\nfloat32; medians of each round's median, rounds interleaved over all "
             f"implementations, in one run. Machine: {facts}.\n")
+
+
+def _gflops(row, impl):
+    """FLOPs / median time, three significant digits (the tiny shape is well below 1 GFLOP/s)."""
+    if impl not in row:
+        return "–"
+    return f"{row['flops'] / row[impl] / 1e9:#.3g}".rstrip(".")
 
 
 def chart(rows, path):
