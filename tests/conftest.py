@@ -1,9 +1,13 @@
-"""Shared fixtures: a seeded generator, random cases, and one tolerance table per dtype."""
+"""Shared test helpers: a seeded generator, random cases of the three ops, the available dtypes
+and one tolerance table per dtype for fastgru against tests/reference.py."""
 
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+import reference
+
+import fastgru
 
 try:
     import ml_dtypes
@@ -12,80 +16,159 @@ try:
 except ImportError:  # bfloat16 is optional (SPEC.md §5)
     BFLOAT16 = None
 
-#: Every T1 dtype, bfloat16 as a skipped parameter when ml_dtypes is absent.
+
+def available_dtypes():
+    """The T1 dtypes this installation supports: bfloat16 only when ml_dtypes imports."""
+    dtypes = [np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)]
+    return dtypes if BFLOAT16 is None else dtypes + [BFLOAT16]
+
+
+#: Every T1 dtype as pytest parameters; bfloat16 is a skipped parameter when ml_dtypes is absent.
 DTYPES = [
-    np.dtype(np.float16),
-    np.dtype(np.float32),
-    np.dtype(np.float64),
-    pytest.param(BFLOAT16, marks=pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed"),
-                 id="bfloat16"),
+    pytest.param(np.dtype(np.float16), id="float16"),
+    pytest.param(np.dtype(np.float32), id="float32"),
+    pytest.param(np.dtype(np.float64), id="float64"),
+    pytest.param(BFLOAT16, id="bfloat16",
+                 marks=pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed")),
 ]
 
-#: (rtol, atol) of fastgru against tests/reference.py. float32: both compute in float32, but
-#: fastgru's tanh is a rational approximation within 3e-7 and its sums run in another order;
-#: float16/bfloat16: the same float32 computation rounded to the format, so a few units in the
-#: last place where rounding lands on the other side; float64: summation order only.
+#: (rtol, atol) of fastgru against tests/reference.py, per T1 dtype; a value passes when
+#: |got - want| <= atol + rtol * |want|. Measured over this suite's cases and ~4000 random calls per dtype
+#: (hidden_size 1 to 64, up to 40 steps, every activation pair, clip, linear_before_reset):
+#: - float64: the same formulas in float64, only the summation order differs: up to 4e-15.
+#: - float32: both in float32, but fastgru's tanh and sigmoid are a rational approximation within
+#:   ~3e-7 and its sums run in another order: up to 2e-6 in this suite, 5e-6 after 40 steps.
+#:   Beyond that only ill-conditioned runs (hidden_size 1, tanh as f, 40 steps), where the float32
+#:   reference is itself 5e-4 away from float64, so no float32 tolerance could be honest there.
+#: - float16 / bfloat16: both run the float32 computation above and round once at the end, so they
+#:   differ by at most one unit in the last place of the format (float16 eps 2**-10, bfloat16
+#:   2**-7) where the float32 values straddle a rounding boundary; rtol is two units, atol the
+#:   float32 deviation, for values near zero, where a unit of the format is smaller than that.
 TOLERANCES = {
-    "float16": (4e-3, 2e-3),
-    "bfloat16": (3e-2, 1.6e-2),
-    "float32": (2e-5, 2e-6),
     "float64": (1e-12, 1e-13),
+    "float32": (1e-5, 2e-6),
+    "float16": (2 * 2.0**-10, 5e-6),
+    "bfloat16": (2 * 2.0**-7, 5e-6),
 }
 
 
+def tolerance(dtype):
+    """(rtol, atol) of TOLERANCES for a dtype."""
+    return TOLERANCES[np.dtype(dtype).name]
+
+
+#: Per dtype name, the largest |got - want| and the largest fraction of the tolerance used that
+#: assert_close has seen in this session; printed at the end of the run.
+DEVIATIONS = {}
+
+
 def assert_close(got, want, dtype=None, what=""):
-    """Compare results (an array or a tuple of arrays) with the tolerance of their dtype."""
+    """Assert that fastgru's results ``got`` (an array or a tuple of arrays) match the reference's
+    ``want`` elementwise within the tolerance of ``dtype`` (default: the dtype of ``want``), with the
+    same shapes and dtypes, and NaN exactly where the reference has NaN."""
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape, f"{what}: shape {g.shape} != {w.shape}"
-        assert g.dtype == w.dtype, f"{what}: dtype {g.dtype} != {w.dtype}"
-        rtol, atol = TOLERANCES[(g.dtype if dtype is None else np.dtype(dtype)).name]
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol, err_msg=what)
+    assert len(got) == len(want), f"{what}: {len(got)} results, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        label = f"{what} result {i}"
+        assert isinstance(g, np.ndarray), f"{label}: {type(g).__name__} is not an ndarray"
+        assert g.shape == w.shape, f"{label}: shape {g.shape}, expected {w.shape}"
+        assert g.dtype == w.dtype, f"{label}: dtype {g.dtype}, expected {w.dtype}"
+        name = np.dtype(w.dtype if dtype is None else dtype).name
+        rtol, atol = TOLERANCES[name]
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        np.testing.assert_allclose(g64, w64, rtol=rtol, atol=atol, equal_nan=True, err_msg=label)
+        finite = np.isfinite(w64)
+        if finite.any():
+            diff = np.abs(g64[finite] - w64[finite])
+            seen = DEVIATIONS.get(name, (0.0, 0.0))
+            DEVIATIONS[name] = (max(seen[0], diff.max()),
+                                max(seen[1], (diff / (atol + rtol * np.abs(w64[finite]))).max()))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if DEVIATIONS:
+        seen = ", ".join(f"{name} {d:.3g} ({f:.2f})" for name, (d, f) in sorted(DEVIATIONS.items()))
+        terminalreporter.write_line(f"fastgru vs tests/reference.py, largest |difference| (share of tolerance): {seen}")
+
+
+def run_both(op, case):
+    """(fastgru's results, the reference's results) of one case of ``op``."""
+    got = getattr(fastgru, op)(**case.inputs, **case.attrs)
+    want = getattr(reference, op)(**case.inputs, **case.attrs)
+    return got, want
 
 
 @pytest.fixture
 def rng():
+    """A generator with a fixed seed: every test sees the same data on every run."""
     return np.random.default_rng(20261122)
 
 
 @dataclass
 class Case:
+    """The arguments of one call: ``op(**case.inputs, **case.attrs)``."""
+
     inputs: dict
     attrs: dict = field(default_factory=dict)
 
 
+def make_lengths(rng, batch, seq_len, ragged=True):
+    """sequence_lengths (int64): all seq_len, or random in [0, seq_len] with both 0 and seq_len
+    present (at random rows) when batch >= 2."""
+    if not ragged:
+        return np.full(batch, seq_len, dtype=np.int64)
+    lengths = rng.integers(0, seq_len + 1, batch)
+    if batch >= 2:
+        rows = rng.choice(batch, 2, replace=False)
+        lengths[rows] = [seq_len, 0]
+    return lengths.astype(np.int64)
+
+
 def make_case(rng, *, op="gru_sequence", batch=3, seq_len=5, input_size=4, hidden_size=6, dtype=np.float32,
-              direction="forward", linear_before_reset=False, ragged=True, lengths=None, layout="documented",
-              **attrs):
-    """Random inputs of one call. Weights are uniform in ±1/sqrt(hidden_size), as frameworks
-    initialise them, so states neither vanish nor saturate in a few steps."""
+              direction="forward", linear_before_reset=False, ragged=True, lengths=None, lengths_dtype=np.int64,
+              layout="documented", with_bias=True, **attrs):
+    """Random inputs of one call of ``op`` ("gru_cell", "gru_sequence" or "augru_sequence").
+
+    X and initial_hidden_state are standard normal; W, R and B uniform in ±1/sqrt(hidden_size), as
+    frameworks initialise them, so that states neither vanish nor saturate within a few steps; A
+    uniform in [0, 1]. ``lengths`` overrides the random (``ragged``) or full sequence_lengths;
+    ``layout`` is the AUGRU layout, "documented" (2-D) or "openvino" (GRUSequence ranks, D = 1);
+    ``with_bias=False`` leaves out gru_cell's optional B. Other keywords are attributes of the call.
+    """
     dtype = np.dtype(dtype)
     d = 2 if direction == "bidirectional" else 1
+    gates = 4 if linear_before_reset else 3
     scale = 1 / np.sqrt(hidden_size)
 
-    def uniform(*shape):
-        return rng.uniform(-scale, scale, shape).astype(dtype)
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(dtype)
 
-    gates = 4 if linear_before_reset else 3
-    if lengths is None:
-        lengths = rng.integers(0, seq_len + 1, batch) if ragged else np.full(batch, seq_len)
-        if ragged and batch >= 2:
-            lengths[:2] = [seq_len, 0]  # always both ends
-    X = rng.standard_normal((batch, seq_len, input_size)).astype(dtype)
+    def uniform(*shape, low=-scale, high=scale):
+        return rng.uniform(low, high, shape).astype(dtype)
+
     if op == "gru_cell":
-        inputs = {"X": X[:, 0], "initial_hidden_state": rng.standard_normal((batch, hidden_size)).astype(dtype),
-                  "W": uniform(3 * hidden_size, input_size), "R": uniform(3 * hidden_size, hidden_size),
-                  "B": uniform(gates * hidden_size)}
+        inputs = {"X": normal(batch, input_size), "initial_hidden_state": normal(batch, hidden_size),
+                  "W": uniform(3 * hidden_size, input_size), "R": uniform(3 * hidden_size, hidden_size)}
+        if with_bias:
+            inputs["B"] = uniform(gates * hidden_size)
         return Case(inputs, {"linear_before_reset": linear_before_reset, **attrs})
-    inputs = {"X": X, "initial_hidden_state": rng.standard_normal((batch, d, hidden_size)).astype(dtype),
-              "sequence_lengths": np.asarray(lengths), "W": uniform(d, 3 * hidden_size, input_size),
-              "R": uniform(d, 3 * hidden_size, hidden_size), "B": uniform(d, gates * hidden_size)}
-    if op == "augru_sequence":
-        inputs["A"] = rng.uniform(0, 1, (batch, seq_len, 1)).astype(dtype)
-        if layout == "documented":
-            for name in ("initial_hidden_state", "W", "R", "B"):
-                inputs[name] = inputs[name][:, 0] if name == "initial_hidden_state" else inputs[name][0]
-        return Case(inputs, attrs)
-    return Case(inputs, {"direction": direction, "linear_before_reset": linear_before_reset, **attrs})
+
+    if lengths is None:
+        lengths = make_lengths(rng, batch, seq_len, ragged)
+    lengths = np.asarray(lengths).astype(lengths_dtype)
+    if op == "gru_sequence":
+        inputs = {"X": normal(batch, seq_len, input_size), "initial_hidden_state": normal(batch, d, hidden_size),
+                  "sequence_lengths": lengths, "W": uniform(d, 3 * hidden_size, input_size),
+                  "R": uniform(d, 3 * hidden_size, hidden_size), "B": uniform(d, gates * hidden_size)}
+        return Case(inputs, {"direction": direction, "linear_before_reset": linear_before_reset, **attrs})
+
+    assert op == "augru_sequence", op
+    assert layout in ("documented", "openvino"), layout
+    lead = () if layout == "documented" else (1,)
+    h0_shape = (batch, hidden_size) if layout == "documented" else (batch, 1, hidden_size)
+    inputs = {"X": normal(batch, seq_len, input_size), "initial_hidden_state": normal(*h0_shape),
+              "sequence_lengths": lengths, "W": uniform(*lead, 3 * hidden_size, input_size),
+              "R": uniform(*lead, 3 * hidden_size, hidden_size), "B": uniform(*lead, 3 * hidden_size),
+              "A": uniform(batch, seq_len, 1, low=0.0, high=1.0)}
+    return Case(inputs, attrs)

@@ -37,7 +37,7 @@ panels from column 2H on, written to its own buffer: the panel that holds both r
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTIONS
+from .._config import JIT_EXACT, JIT_OPTIONS
 from .activations import activate, clip
 from .atomics import atomic_add, atomic_claim, atomic_load
 from .microkernel import lanes, tile_fma
@@ -140,7 +140,7 @@ def _project(x2, wp, bias, d, out, a, p0=0, p1=-1):
         _product_rows(out[m0:].ravel()[p0 * nr:], ldc, a, n_inputs, n, wp, d * n_panels * n_inputs * nr, p0, p1, nr)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_EXACT)
 def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d, lo, hi):
     """All steps of direction ``d`` for batch rows ``lo:hi``; ``hoist``: X·Wᵀ for all steps first."""
     n_hidden = y.shape[3]
@@ -172,6 +172,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     if hoist:
         _project(X[lo:hi].reshape(n_rows * seq_length, n_inputs), wp, bias, d, xg, a)
     xbias, rbh = bias[d, :3].ravel(), bias[d, 3]
+    one = np.ones(1, dtype=y.dtype)[0]  # a 1 of the compute dtype (a literal 1 would promote)
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
     rows = np.empty(n_rows + chunk, dtype=np.int64)
@@ -248,11 +249,12 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                     at = att[b, times[i]]
                     for j in range(n_hidden):
                         z[j] = z[j] - at * z[j]
-                # H' = (1 - z) ⊙ h + z ⊙ H, written as h + z ⊙ (H - h).
+                # H' = (1 - z) ⊙ h + z ⊙ H, as SPEC.md §3 writes it (h + z ⊙ (H - h) would turn
+                # an infinite h into NaN).
                 st = state[g0 + i]
                 out = y[b, d, times[i]]
                 for j in range(n_hidden):
-                    v = hg[j] + z[j] * (st[j] - hg[j])
+                    v = (one - z[j]) * hg[j] + z[j] * st[j]
                     st[j] = v
                     out[j] = v
 
@@ -302,8 +304,8 @@ def _split_units(half, n_hidden, nr, n_panels, p2):
     return q0, q1, min(max(q0 * nr - 2 * n_hidden, 0), n_hidden), min(max(q1 * nr - 2 * n_hidden, 0), n_hidden)
 
 
-@njit(**JIT_OPTIONS)
-def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c, c2):
+@njit(**JIT_EXACT)
+def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c, c2, one):
     """One half of one phase of step ``t`` of row 0; xg (S, P*NR) holds X·Wᵀ + bias of every step.
 
     Phase 0: the products H·Rᵀ of the z and r columns (and, for linear_before_reset, the h
@@ -355,8 +357,7 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
         z = c[j]
         if has_att:
             z = z - att[0, t] * z
-        h_new = hg[j - u0]
-        v = h_new + z * (h_cur[j] - h_new)
+        v = (one - z) * hg[j - u0] + z * h_cur[j]  # SPEC.md §3, as _run_rows
         h_next[j] = v
         out[j] = v
 
@@ -372,6 +373,7 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
     n_hidden = y.shape[3]
     length = lengths[0]
     other = 1 - worker
+    one = np.ones(1, dtype=y.dtype)[0]  # a 1 of the compute dtype (a literal 1 would promote)
     atomic_add(present, worker, 1)
     for s in range(length):
         t = length - 1 - s if reversed_[0] else s
@@ -380,7 +382,7 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
             m = 2 * s + phase
             if atomic_claim(claims, 2 * m + worker):
                 _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, h_cur, h_next, rh, c,
-                            c2)
+                            c2, one)
                 atomic_add(done, m, 1)
             if atomic_load(present, other) > 0:
                 spins = 0
@@ -388,7 +390,7 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
                     spins += 1
             if atomic_claim(claims, 2 * m + other):
                 _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, other, h_cur, h_next, rh, c,
-                            c2)
+                            c2, one)
                 atomic_add(done, m, 1)
             while atomic_load(done, m) < 2:
                 pass
