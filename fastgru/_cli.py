@@ -56,10 +56,12 @@ def info():
     return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in lines.items())
 
 
-def bench(seconds=0.2, dtype="float32", out=sys.stdout, progress=sys.stderr):
-    """Median latency of fastgru's prepared ops and functions on BENCH_SHAPES, as a markdown table."""
+def bench(seconds=0.2, dtype="float32", out=None, progress=None):
+    """Median latency of fastgru's prepared ops and functions on BENCH_SHAPES, as a markdown table
+    on ``out`` (standard output), with a progress bar on ``progress`` (standard error)."""
     import fastgru
 
+    out, progress = out or sys.stdout, progress or sys.stderr
     rows = []
     compile_start = time.perf_counter()
     fastgru.warmup(dtypes=[dtype])

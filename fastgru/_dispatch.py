@@ -119,8 +119,8 @@ class Packed:
             h0 = h0.reshape(n, 1, h)
         else:
             y, ho = results
-        if lengths is None:  # the cell: one step for every row
-            lengths = self._ones_for(n)
+        if lengths is None:  # every step of every row (the cell: one)
+            lengths = self._ones_for(n) if s == 1 else np.full(n, s, dtype=_I64)
         else:
             lengths = kernel_array(lengths, _I64)
         self.run(X, h0, lengths, att, y, ho)

@@ -1,0 +1,116 @@
+"""Cold start (issue 4): where compiled kernels persist, the fallbacks when they cannot, warmup(),
+and the command line."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numba
+import numpy as np
+import pytest
+
+import fastgru
+from fastgru import FastGRUError, _cli, _config
+from fastgru._kernels.gru import run_serial
+
+
+def _twice(x):
+    return 2 * x
+
+
+def test_kernels_persist_in_fastgru_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setattr(_config, "CACHE_DIR", str(tmp_path))
+    before = numba.config.CACHE_DIR
+    twice = _config.kernel()(_twice)
+    assert numba.config.CACHE_DIR == before  # other Numba users of the process keep their folder
+    assert twice(21) == 42
+    folder = _config.cache_folder(twice)
+    assert folder.startswith(str(tmp_path))
+    assert {name.rsplit(".", 1)[-1] for name in os.listdir(folder)} >= {"nbi", "nbc"}
+
+
+def test_unusable_cache_dir_falls_back_to_numba_default(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(_config, "CACHE_DIR", str(blocker / "cache"))  # cannot be made: a file is in the way
+    twice = _config.kernel()(_twice)
+    assert twice(2) == 4
+    assert not _config.cache_folder(twice).startswith(str(blocker))
+
+
+def test_no_writable_folder_anywhere_compiles_without_cache(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(_config, "CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(numba.config, "CACHE_LOCATOR_CLASSES", "UserProvidedCacheLocator")  # nowhere else
+    twice = _config.kernel()(_twice)
+    assert twice(3) == 6
+    assert _config.cache_folder(twice) is None
+
+
+_CALL = textwrap.dedent("""
+    import numpy as np, fastgru
+    from fastgru._kernels.gru import run_serial
+    rng = np.random.default_rng(0)
+    h = fastgru.gru_cell(rng.standard_normal((3, 4), dtype=np.float32), np.zeros((3, 5), np.float32),
+                         rng.standard_normal((15, 4), dtype=np.float32), rng.standard_normal((15, 5), dtype=np.float32))
+    print(h.tobytes().hex(), sum(run_serial._cache_hits.values()), sum(run_serial._cache_misses.values()))
+""")
+
+
+def test_processes_share_a_new_cache_folder(tmp_path):
+    """Two processes compile into one empty folder at once; a third loads the kernel from it."""
+    env = {**os.environ, "FASTGRU_CACHE_DIR": str(tmp_path)}
+    run = [sys.executable, "-c", _CALL]
+    first = [subprocess.Popen(run, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in first]
+    assert all(p.returncode == 0 for p in first), [err[-2000:] for _, err in outputs]
+    third = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-2000:]
+    checksum, hits, misses = third.stdout.split()
+    assert {out.split()[0] for out, _ in outputs} == {checksum}
+    assert [out.split()[1:] for out, _ in outputs] == [["0", "1"]] * 2  # each compiled it
+    assert (hits, misses) == ("1", "0")  # loaded, not compiled
+    assert any(name.endswith(".nbc") for _, _, files in os.walk(tmp_path) for name in files)
+
+
+def test_warmup_compiles_the_kernels_of_each_dtype():
+    seconds = fastgru.warmup(dtypes=[np.float64, "float16"], ops="gru_sequence")
+    assert seconds > 0
+    kinds = {str(sig[0].dtype) for sig in run_serial.signatures}
+    assert {"float32", "float64"} <= kinds
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"dtypes": ["int8"]}, "warmup: dtypes has 'int8'; expected some of float16, float32, float64, bfloat16"),
+    ({"ops": ["lstm"]}, "warmup: ops has 'lstm'; expected some of gru_cell, gru_sequence, augru_sequence"),
+])
+def test_warmup_errors(kwargs, message):
+    with pytest.raises(FastGRUError, match=message):
+        fastgru.warmup(**kwargs)
+
+
+def test_info_command():
+    done = subprocess.run([sys.executable, "-m", "fastgru", "info"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(":", 1) for line in done.stdout.splitlines())
+    assert lines["fastgru"].split()[0] == fastgru.__version__
+    assert {"numba", "simd", "threads", "threading layer", "cache folder", "FASTGRU_CACHE_DIR"} <= set(lines)
+
+
+def test_bench_command(capsys):
+    assert _cli.main(["bench", "--seconds", "0.001", "--threads", "1"]) == 0
+    out, err = capsys.readouterr()
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + len(_cli.BENCH_SHAPES)
+    assert all(float(row.split("|")[3].replace(",", "")) > 0 for row in rows[1:])
+    assert f"{len(_cli.BENCH_SHAPES)}/{len(_cli.BENCH_SHAPES)}" in err  # the progress bar reached the end
+    fastgru.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_command_line_errors():
+    with pytest.raises(SystemExit) as exit_info:
+        _cli.main(["compile"])
+    assert exit_info.value.code == 2

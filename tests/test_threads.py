@@ -1,0 +1,136 @@
+"""Thread control (issue 4): a per-thread count, the same bits for any count, and concurrent calls
+that neither deadlock nor take more threads than the process's budget, on every threading layer."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+import pytest
+
+import fastgru
+from fastgru import FastGRUError, _threading
+
+
+def _op(rng, n=6, s=20, i=8, h=64, direction="forward"):
+    d = 2 if direction == "bidirectional" else 1
+    scale = 1 / np.sqrt(h)
+    W = rng.uniform(-scale, scale, (d, 3 * h, i)).astype(np.float32)
+    R = rng.uniform(-scale, scale, (d, 3 * h, h)).astype(np.float32)
+    B = rng.uniform(-scale, scale, (d, 3 * h)).astype(np.float32)
+    inputs = (rng.standard_normal((n, s, i)).astype(np.float32), rng.standard_normal((n, d, h)).astype(np.float32),
+              rng.integers(0, s + 1, n))
+    return fastgru.GRUSequence(W, R, B, direction=direction), inputs
+
+
+def test_thread_count_is_per_calling_thread_and_restored():
+    start = fastgru.get_num_threads()
+    seen = {}
+    with fastgru.threads(1):
+        assert fastgru.get_num_threads() == 1
+        other = threading.Thread(target=lambda: seen.update(other=fastgru.get_num_threads()))
+        other.start()
+        other.join()
+    assert fastgru.get_num_threads() == start
+    assert seen["other"] == numba.config.NUMBA_NUM_THREADS  # a new thread starts at the default
+    fastgru.set_num_threads(1)
+    try:
+        assert fastgru.get_num_threads() == 1
+    finally:
+        fastgru.set_num_threads(start)
+
+
+@pytest.mark.parametrize("n", [0, -1, 10**6, 1.5, True, "2"])
+def test_bad_thread_counts(n):
+    with pytest.raises(FastGRUError, match=rf"set_num_threads: n is {n!r}; expected an integer from 1 to "
+                                           rf"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}"):
+        fastgru.set_num_threads(n)
+    with pytest.raises(FastGRUError):
+        with fastgru.threads(n):
+            pass
+
+
+@pytest.mark.parametrize("shape", [dict(n=6), dict(n=1, h=256), dict(n=3, direction="bidirectional")],
+                         ids=["rows", "split-row", "bidirectional"])
+def test_same_bits_for_any_thread_count(shape):
+    op, inputs = _op(np.random.default_rng(0), **shape)
+    results = []
+    for count in range(1, numba.config.NUMBA_NUM_THREADS + 1):
+        with fastgru.threads(count):
+            results.append(op(*inputs))
+    for got in results[1:]:
+        for g, w in zip(got, results[0], strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_budget_grants_what_is_left_and_at_least_one():
+    budget = _threading.BUDGET
+    first = _threading.reserve(budget)
+    try:
+        assert first == budget
+        second = _threading.reserve(budget)
+        assert second == 1  # the budget is spent: the call runs on its own thread
+        _threading.release(second)
+    finally:
+        _threading.release(first)
+    again = _threading.reserve(budget)
+    _threading.release(again)
+    assert again == budget and _threading._state["busy"] == 0
+
+
+def test_many_python_threads_at_once_give_serial_answers():
+    """A thread-pool server: 8 Python threads calling at once, on every kernel path."""
+    rng = np.random.default_rng(1)
+    cases = [_op(rng, n=6), _op(rng, n=1, h=256), _op(rng, n=3, direction="bidirectional"), _op(rng, n=2, s=1)]
+    with fastgru.threads(1):
+        want = [op(*inputs) for op, inputs in cases]
+    peak = []
+
+    def call(k):
+        op, inputs = cases[k % len(cases)]
+        result = op(*inputs)
+        peak.append(_threading._state["busy"])
+        return k, result
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for k, got in pool.map(call, range(64), timeout=120):
+            for g, w in zip(got, want[k % len(cases)], strict=True):
+                np.testing.assert_array_equal(g, w)
+    # Each running call holds at least its own thread, and only those beyond the budget hold just that.
+    assert max(peak) <= _threading.BUDGET + 7
+    assert _threading._state == {"busy": 0, "regions": 0, "exclusive": _threading._state["exclusive"]}
+
+
+_CONCURRENT = textwrap.dedent("""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+    import numba, numpy as np, fastgru
+    rng = np.random.default_rng(0)
+    h = 64
+    W = rng.uniform(-.1, .1, (1, 3 * h, 8)).astype(np.float32)
+    R = rng.uniform(-.1, .1, (1, 3 * h, h)).astype(np.float32)
+    op = fastgru.GRUSequence(W, R, np.zeros((1, 3 * h), np.float32))
+    X, h0, L = rng.standard_normal((8, 30, 8)).astype(np.float32), np.zeros((8, 1, h), np.float32), np.full(8, 30)
+    with fastgru.threads(1):
+        want = op(X, h0, L)
+    with ThreadPoolExecutor(6) as pool:
+        for got in pool.map(lambda _: op(X, h0, L), range(60), timeout=120):
+            assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    print(numba.threading_layer())
+""")
+
+
+@pytest.mark.parametrize("layer", ["omp", "workqueue", "tbb"])
+def test_concurrent_calls_on_each_threading_layer(layer):
+    """workqueue cannot run two parallel regions at once (Numba aborts the process): the budget
+    lets only one call share its work; omp and tbb run them side by side."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER": layer, "NUMBA_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, "-c", _CONCURRENT], env=env, capture_output=True, text=True, timeout=300)
+    if layer == "tbb" and "No threading layer could be loaded" in done.stderr:
+        pytest.skip("TBB is not installed (pip install tbb)")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == layer
