@@ -1,6 +1,9 @@
 """fastgru: Numba-compiled CPU kernels for OpenVINO's GRUCell-3, GRUSequence-5 and AUGRUSequence-10."""
 
 from ._api import augru_sequence, gru_cell, gru_sequence
+from ._import_onnx import OnnxGRU, from_onnx
+from ._import_openvino import from_openvino
+from ._import_torch import TorchGRU, from_torch
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import FastGRUError
 
@@ -11,8 +14,13 @@ __all__ = [
     "FastGRUError",
     "GRUCell",
     "GRUSequence",
+    "OnnxGRU",
+    "TorchGRU",
     "__version__",
     "augru_sequence",
+    "from_onnx",
+    "from_openvino",
+    "from_torch",
     "gru_cell",
     "gru_sequence",
 ]
