@@ -234,15 +234,15 @@ def _structure(arrays):
     for key in arrays:
         match = _KEY.fullmatch(key) if isinstance(key, str) else None
         if match is None:
-            hint = ""
+            what, hint = "", ""
             if isinstance(key, str) and "weight_hr" in key:
-                hint = " (an LSTM's projection, proj_size: torch.nn.GRU has none)"
+                what = " (an LSTM's projection, proj_size: torch.nn.GRU has none)"
             elif isinstance(key, str) and _KEY.search(key):
                 prefix = key[:_KEY.search(key).start()]
-                hint = (f"; a GRU inside a larger model: keep its entries without the prefix, "
+                hint = (f". For a GRU inside a larger model, keep its entries without the prefix: "
                         f"{{k.removeprefix({prefix!r}): v for k, v in state.items() if k.startswith({prefix!r})}}")
-            raise FastGRUError(f"from_torch: state_dict key {key!r} is not a GRU parameter{hint}; "
-                               f"expected {_EXPECTED_KEYS}")
+            raise FastGRUError(f"from_torch: state_dict key {key!r} is not a GRU parameter{what}; "
+                               f"expected {_EXPECTED_KEYS}{hint}")
         found[key] = (match[1], int(match[2]), bool(match[3]))
     if not found:
         raise FastGRUError(f"from_torch: the state_dict is empty; expected {_EXPECTED_KEYS}")

@@ -1,6 +1,7 @@
 """Shared by tests/test_import_*.py: compare fastgru with a source runtime and keep the largest
 deviation seen per runtime, printed after each module (shown even without -s)."""
 
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -17,6 +18,7 @@ class Deviations:
     def __init__(self, title):
         self.title = title
         self.worst = defaultdict(float)
+        self.where = {}
 
     def check(self, label, got, want, tolerance=F32):
         """Assert that the arrays of ``got`` match those of ``want`` (same shapes, dtypes, NaN-free)
@@ -31,7 +33,10 @@ class Deviations:
             assert np.all(np.isfinite(w64)), f"{label} result {i}: the runtime returned a non-finite value"
             np.testing.assert_allclose(g64, w64, rtol=rtol, atol=atol, err_msg=f"{label} result {i}")
             if g.size:
-                self.worst[label] = max(self.worst[label], float(np.max(np.abs(g64 - w64))))
+                worst = float(np.max(np.abs(g64 - w64)))
+                if worst > self.worst[label]:
+                    self.worst[label] = worst
+                    self.where[label] = (worst, float(np.max(np.abs(w64))), os.environ.get("PYTEST_CURRENT_TEST"))
 
     def fixture(self):
         """A module-scoped autouse fixture that prints the summary after the module's tests."""
@@ -42,7 +47,8 @@ class Deviations:
             if not self.worst:
                 return
             lines = ["", f"{self.title}, max |difference|:"]
-            lines += [f"  {key:<28} {value:.3g}" for key, value in sorted(self.worst.items())]
+            lines += [f"  {key:<24} {value:.3g}  in {self.where[key][2].split('::')[-1].split(' ')[0]} "
+                      f"(largest |value| {self.where[key][1]:.3g})" for key, value in sorted(self.worst.items())]
             capture = request.config.pluginmanager.getplugin("capturemanager")
             reporter = request.config.pluginmanager.getplugin("terminalreporter")
             if capture is not None and reporter is not None:
