@@ -1,6 +1,6 @@
 """from_onnx: the GRU node of an ONNX model as a prepared GRUSequence op, called as ONNX calls it.
 
-ONNX's GRU (opset 7, 14, 22) is GRUSequence-5 up to three things, translated here once:
+ONNX's GRU (GRU-1, 3, 7, 14, 22) is GRUSequence-5 up to three things, translated here once:
 
 - B is (num_directions, 6*hidden_size) = [Wbz, Wbr, Wbh, Rbz, Rbr, Rbh]; fastgru's B is
   [Wbz+Rbz, Wbr+Rbr, Wbh+Rbh] for linear_before_reset=0 and [Wbz+Rbz, Wbr+Rbr, Wbh, Rbh] for 1
@@ -22,8 +22,9 @@ from ._ops import GRUSequence
 from ._validate import DIRECTIONS, FastGRUError
 
 _INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h")
+# output_sequence (GRU-1 and GRU-3 only) says whether Y is an optional output: it changes no value.
 _ATTRIBUTES = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout",
-               "linear_before_reset"}
+               "linear_before_reset", "output_sequence"}
 _ACTIVATIONS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}  # ONNX names, lower-cased -> fastgru's
 
 

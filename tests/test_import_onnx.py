@@ -165,6 +165,22 @@ def test_weights_as_constant_nodes_and_external_data(tmp_path):
         np.testing.assert_array_equal(g, w)
 
 
+def test_initializers_listed_as_graph_inputs_and_opset3():
+    """Older exporters list the initializers among the graph inputs too (IR version < 4); GRU-3
+    (which ONNX Runtime no longer runs) has output_sequence, which changes no value."""
+    rng = np.random.default_rng(11)
+    W, R, B = random_weights(rng, direction="reverse")
+    model = gru_model(W, R, B, direction="reverse", opset=7)
+    model.graph.input.extend(helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims))
+                             for t in model.graph.initializer)
+    feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
+    got = fastgru.from_onnx(model)(**feeds)
+    DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, feeds))
+    opset3 = fastgru.from_onnx(gru_model(W, R, B, direction="reverse", opset=3, output_sequence=1))(**feeds)
+    for g, w in zip(opset3, got, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_constant_sequence_lens_and_initial_h_are_the_call_defaults():
     rng = np.random.default_rng(4)
     W, R, B = random_weights(rng)
