@@ -181,9 +181,9 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
     layers = []
     for k in range(num_layers):
         suffixes = ("", "_reverse") if bidirectional else ("",)
-        # layer 0 reads the input (its size is weight_ih_l0's), layer k > 0 both directions of layer k - 1
-        inputs = arrays["weight_ih_l0"].shape[-1] if k == 0 and arrays["weight_ih_l0"].ndim else None
-        inputs = (1 + bidirectional) * hidden if k > 0 else inputs
+        # layer 0 reads the input, of weight_ih_l0's size; layer k > 0 both directions of layer k - 1
+        first = arrays["weight_ih_l0"]
+        inputs = (1 + bidirectional) * hidden if k > 0 else first.shape[-1] if first.ndim == 2 else None
         W, R, B = [], [], []
         for sfx in suffixes:
             w_ih, w_hh = arrays[f"weight_ih_l{k}{sfx}"], arrays[f"weight_hh_l{k}{sfx}"]
@@ -210,9 +210,11 @@ def _state_dict(obj):
     """(the GRU module or the mapping, its state_dict)."""
     if isinstance(obj, Mapping):
         return obj, obj
-    import torch
-
-    if not isinstance(obj, torch.nn.Module):
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not isinstance(obj, torch.nn.Module):
         raise TypeError(f"from_torch: got {type(obj).__name__}; expected a torch.nn.GRU, a module holding "
                         "one, or a GRU's state_dict (a mapping of parameter names to tensors or arrays)")
     if not isinstance(obj, torch.nn.GRU):
