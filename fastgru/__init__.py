@@ -4,8 +4,10 @@ from ._api import augru_sequence, gru_cell, gru_sequence
 from ._import_onnx import OnnxGRU, from_onnx
 from ._import_openvino import from_openvino
 from ._import_torch import TorchGRU, from_torch
-from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
+from ._threading import get_num_threads, set_num_threads, threads
 from ._validate import FastGRUError
+from ._warmup import warmup
 
 __version__ = "0.1.0"
 
@@ -15,12 +17,17 @@ __all__ = [
     "GRUCell",
     "GRUSequence",
     "OnnxGRU",
+    "Stream",
     "TorchGRU",
     "__version__",
     "augru_sequence",
     "from_onnx",
     "from_openvino",
     "from_torch",
+    "get_num_threads",
     "gru_cell",
     "gru_sequence",
+    "set_num_threads",
+    "threads",
+    "warmup",
 ]

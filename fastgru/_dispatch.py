@@ -6,10 +6,14 @@ bfloat16, float32) or float64, and its outputs are written in T1 and the op's la
 Inputs are only read: conversions make new arrays, never write into the caller's.
 """
 
+import threading
+
 import numba
 import numpy as np
 
-from ._kernels.gru import pack_panels, run_parallel, run_serial, run_split
+from ._kernels.gru import pack_panels, run_parallel, run_serial, run_split, scratch_size
+from ._kernels.microkernel import lanes
+from ._threading import release, reserve
 
 #: Below this many floating-point operations in the recurrence a call runs on the calling thread:
 #: entering a parallel region costs microseconds (PERF_NOTES.md, "No fork/join per time step"),
@@ -21,6 +25,10 @@ SERIAL_BELOW_FLOPS = 100_000
 #: batch 1, computing it per step at B=64, T=100, H=256).
 HOIST_BYTES = 1 << 20
 
+#: Scratch up to this many bytes is kept per Python thread and reused by its next calls (a serving
+#: loop allocates nothing); a larger one (a big batch's states) is allocated for its call only.
+KEEP_SCRATCH_BYTES = 4 << 20
+
 #: A single row (batch 1, one direction) is split over two threads from this hidden_size and this
 #: many steps on. Measured (benchmarks/, and A/B runs of 100 steps, I=64): 1.3-1.6x faster at
 #: H=512, 0.9-1.4x at H=256, none at H=128, where one core streams R from its L2 as fast as two
@@ -29,7 +37,7 @@ SPLIT_FROM_HIDDEN = 256
 SPLIT_FROM_STEPS = 16
 
 
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
 #: Constant kernel arguments, made once; the kernels only read them. They stay writeable all the
 #: same: Numba compiles a separate kernel for read-only arrays, and GRU and AUGRU calls (whose A
@@ -37,6 +45,18 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _REVERSED = {direction: np.array(flags, dtype=np.bool_) for direction, flags in
              (("forward", [False]), ("reverse", [True]), ("bidirectional", [False, True]))}
 _NO_ATTENTION = {_F32: np.zeros((0, 0), dtype=_F32), _F64: np.zeros((0, 0), dtype=_F64)}
+
+
+#: Each Python thread's kept scratch (Packed._scratch): {dtype char: floats, "i": int64}.
+_kept = threading.local()
+
+
+def kernel_array(a, dtype):
+    """``a`` as a C-contiguous, writeable array of ``dtype``: itself when it is one already, else a
+    copy. The kernels only read it; a read-only array would make Numba compile (and cache) a
+    second variant of every kernel for it, a multi-second stall in a serving process."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
 
 
 def compute_dtype(dtype):
@@ -54,8 +74,9 @@ class Packed:
         gates = 4 if spec.linear_before_reset else 3
         self.spec = spec
         self.compute_dtype = ct
-        self.wp = pack_panels(W, d, h, ct)
-        self.rp = pack_panels(R, d, h, ct)
+        # Wᵀ and Rᵀ in panels of two vectors (_kernels/gru.py)
+        self.wp = pack_panels(kernel_array(W, ct).reshape(d, 3 * h, spec.input_size), 2 * lanes(ct))
+        self.rp = pack_panels(kernel_array(R, ct).reshape(d, 3 * h, h), 2 * lanes(ct))
         self.bias = np.zeros((d, 4, h), dtype=ct)
         if B is not None:
             self.bias[:, :gates] = np.asarray(B).reshape(d, gates, h)
@@ -67,6 +88,7 @@ class Packed:
         self._native = spec.dtype == ct
         self._directions, self._hidden, self._inputs = d, h, spec.input_size
         self._lbr, self._f, self._g = spec.linear_before_reset, spec.f_code, spec.g_code
+        self._ones = np.ones(1, dtype=np.int64)
 
     def compute(self, X, h0, lengths, att=None, out=None):
         """Run checked inputs; returns (Ho,) for the cell, else (Y, Ho), in T1 and the op's layout.
@@ -87,7 +109,7 @@ class Packed:
         else:
             results = (np.empty((n, d, s, h), dtype=ct), np.empty((n, d, h), dtype=ct))
         # To the kernels' canonical shapes (reshapes of C-contiguous arrays: views, no copies).
-        X, h0 = np.ascontiguousarray(X, dtype=ct), np.ascontiguousarray(h0, dtype=ct)
+        X, h0 = kernel_array(X, ct), kernel_array(h0, ct)
         if cell:
             ho = results[0].reshape(n, 1, h)
             y = ho.reshape(n, 1, 1, h)
@@ -97,21 +119,11 @@ class Packed:
             h0 = h0.reshape(n, 1, h)
         else:
             y, ho = results
-        lengths = np.full(n, s, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
-        att = self._no_att if att is None else np.ascontiguousarray(att, dtype=ct).reshape(n, s)
-        args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, self._lbr, self.clip, self._f, self._g,
-                att, y, ho)
-        # Asking Numba for the thread count costs ~2 µs: only when the work may be shared.
-        threads = 1 if 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS else numba.get_num_threads()
-        if threads > 1 and n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS:
-            run_split(*args)
+        if lengths is None:  # the cell: one step for every row
+            lengths = self._ones_for(n)
         else:
-            blocks = 1 if threads == 1 else min(n, -(-threads // d))
-            hoist = -(-n // blocks) * s * 3 * h * ct.itemsize <= HOIST_BYTES
-            if threads == 1 or blocks == 1 and d == 1:
-                run_serial(*args, hoist)
-            else:
-                run_parallel(*args, hoist, blocks)
+            lengths = kernel_array(lengths, _I64)
+        self.run(X, h0, lengths, att, y, ho)
         if results is out:
             return out
         if not self._native:
@@ -121,6 +133,71 @@ class Packed:
                     dst[...] = src
                 return out
         return results
+
+    def run(self, X, h0, lengths, att, y, ho, keep=False, path=None):
+        """The kernel call on canonical arrays of the compute dtype: X (N, S, I), h0 (N, D, H),
+        lengths int64 (N,), att (N, S, 1)-like or None, y (N, D, S, H), ho (N, D, H), which may be h0.
+
+        ``keep``: a row of length 0 keeps its initial state in ho, instead of zero (SPEC.md §4),
+        for streams fed chunk by chunk. The path is serial for small work, else it uses the
+        threads the calling thread may use, as many as the process-wide budget leaves
+        (``_threading``); ``path`` ('serial', 'parallel' or 'split') forces one, to compile it ahead.
+        """
+        n, s = X.shape[0], X.shape[1]
+        d, h = self._directions, self._hidden
+        att = self._no_att if att is None else kernel_array(att, self.compute_dtype).reshape(n, s)
+        args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, self._lbr, self.clip, self._f, self._g,
+                att, y, ho, keep)
+        if path is None and 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS or path == "serial":
+            hoist = self._hoist(n, s, 1)
+            run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
+            return
+        wanted = numba.get_num_threads()
+        granted = reserve(wanted)
+        try:
+            if granted != wanted:
+                numba.set_num_threads(granted)
+            split = n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS
+            if path == "split" or path is None and granted > 1 and split:
+                run_split(*args)
+            elif path == "parallel" or granted > 1 and n * d > 1:
+                blocks = min(n, -(-granted // d))
+                hoist = self._hoist(n, s, blocks)
+                run_parallel(*args, hoist, blocks, *self._scratch(-(-n // blocks), s, hoist, d * blocks))
+            else:
+                hoist = self._hoist(n, s, 1)
+                run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
+        finally:
+            if granted != wanted:
+                numba.set_num_threads(wanted)
+            release(granted)
+
+    def _scratch(self, rows, s, hoist, tasks):
+        """Float and int64 scratch for ``tasks`` kernel tasks of up to ``rows`` rows each: the calling
+        thread's own buffers, grown when needed (KEEP_SCRATCH_BYTES)."""
+        ct = self.compute_dtype
+        floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, ct.itemsize)
+        floats, ints = floats * tasks, ints * tasks
+        if floats * ct.itemsize > KEEP_SCRATCH_BYTES:
+            return np.empty(floats, dtype=ct), np.empty(ints, dtype=_I64)
+        kept = _kept.__dict__
+        work, iwork = kept.get(ct.char), kept.get("i")
+        if work is None or work.shape[0] < floats:
+            work = kept[ct.char] = np.empty(max(floats, 2 * (0 if work is None else work.shape[0])), dtype=ct)
+        if iwork is None or iwork.shape[0] < ints:
+            iwork = kept["i"] = np.empty(max(ints, 2 * (0 if iwork is None else iwork.shape[0])), dtype=_I64)
+        return work, iwork
+
+    def _hoist(self, n, s, blocks):
+        """Whether a task of ``n / blocks`` rows computes X·Wᵀ for all its steps first (HOIST_BYTES)."""
+        return -(-n // blocks) * s * 3 * self._hidden * self.compute_dtype.itemsize <= HOIST_BYTES
+
+    def _ones_for(self, n):
+        """sequence_lengths of ``n`` rows of one step: a view of ones kept across calls (a cell
+        stepped in a loop allocates nothing), grown when a larger batch comes."""
+        if self._ones.shape[0] < n:
+            self._ones = np.ones(n, dtype=np.int64)
+        return self._ones[:n]
 
 
 def result_shapes(spec, n, s):

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from ._dispatch import Packed, result_shapes
-from ._validate import augru_layout, check_lengths, check_out, validate, validate_call
+from ._dispatch import Packed, kernel_array, result_shapes
+from ._validate import FastGRUError, augru_layout, check_lengths, check_out, validate, validate_call
 
 
 class _Prepared:
@@ -130,6 +130,14 @@ class GRUSequence(_Prepared):
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
         return self._call(X, initial_hidden_state, sequence_lengths, out=out)
 
+    def stream(self, initial_hidden_state, sequence_lengths=None):
+        """A :class:`Stream` that takes a long sequence chunk by chunk (forward direction only).
+
+        ``sequence_lengths`` are those of the whole sequence (default: unbounded, every step of
+        every chunk is valid). See :class:`Stream`.
+        """
+        return Stream(self, initial_hidden_state, sequence_lengths)
+
 
 class AUGRUSequence(_Prepared):
     """A prepared AUGRUSequence-10: ``op = AUGRUSequence(W, R, B)``, then
@@ -155,3 +163,66 @@ class AUGRUSequence(_Prepared):
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, A, *, out=None):
         return self._call(X, initial_hidden_state, sequence_lengths, A, out=out)
+
+    def stream(self, initial_hidden_state, sequence_lengths=None):
+        """A :class:`Stream` that takes a long sequence chunk by chunk, called ``stream(X, A)``."""
+        return Stream(self, initial_hidden_state, sequence_lengths)
+
+
+class Stream:
+    """A forward GRUSequence (or AUGRUSequence) fed one chunk of steps at a time.
+
+    ``stream = op.stream(initial_hidden_state, sequence_lengths)``, then ``Y = stream(X)`` for
+    each chunk X (batch_size, steps, input_size) of the sequence in order (``stream(X, A)`` for
+    AUGRU); ``stream.Ho`` is the state after the steps fed so far. The chunks' Y, concatenated
+    along the time axis, and the last ``Ho`` are the bits one call on the whole sequence gives.
+
+    Between chunks the state stays in the compute dtype (float32 for float16 and bfloat16), as it
+    does between the steps of one call, and a row whose length has run out keeps its state:
+    passing each chunk's Ho to the next call of the op instead would zero it (SPEC.md §4: Ho is
+    zero for a row with no step) and round it to T1 at every chunk.
+    """
+
+    def __init__(self, op, initial_hidden_state, sequence_lengths=None):
+        spec = op.spec
+        if spec.direction != "forward":
+            raise FastGRUError(f"{spec.op}.stream: direction is {spec.direction!r}; only 'forward' can be streamed "
+                               "(a reverse pass starts at the last step): call the op on the whole sequence")
+        h0 = np.asarray(initial_hidden_state)
+        n = h0.shape[0] if h0.ndim else 0
+        lengths = np.full(n, np.iinfo(np.int64).max) if sequence_lengths is None else np.asarray(sequence_lengths)
+        validate_call(spec, {"initial_hidden_state": h0, "sequence_lengths": lengths})
+        packed = op._packed
+        self._op, self._packed = op, packed
+        self._state = np.array(h0, dtype=packed.compute_dtype).reshape(n, 1, spec.hidden_size)
+        self._remaining = lengths.astype(np.int64)
+        self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (SPEC.md §4)
+        self.steps = 0
+
+    @property
+    def Ho(self):
+        """The state after the chunks fed so far, in T1 and the op's layout (zero for a row of length 0)."""
+        spec = self._op.spec
+        state = np.where(self._started[:, None, None], self._state, 0).astype(spec.dtype)
+        return state.reshape(result_shapes(spec, state.shape[0], 0)[-1])
+
+    def __call__(self, X, A=None):
+        """Feed the next chunk X (batch_size, steps, input_size); returns its Y, in T1 and the op's layout."""
+        spec, packed = self._op.spec, self._packed
+        X = np.asarray(X)
+        arrays = {"X": X} if A is None else {"X": X, "A": np.asarray(A)}
+        if (A is None) == (spec.op == "AUGRUSequence"):
+            raise FastGRUError(f"{spec.op} stream: A is {'missing' if A is None else 'given'}; expected "
+                               f"{'stream(X, A)' if A is None else 'stream(X): only AUGRUSequence takes A'}")
+        validate_call(spec, arrays)
+        n, s = X.shape[0], X.shape[1]
+        if n != self._state.shape[0]:
+            raise FastGRUError(f"{spec.op} stream: X has batch_size {n}; expected {self._state.shape[0]}, the "
+                               "batch_size of the stream's initial_hidden_state")
+        chunk = np.clip(self._remaining, 0, s)
+        y = np.empty((n, 1, s, spec.hidden_size), dtype=packed.compute_dtype)
+        X = kernel_array(X, packed.compute_dtype)
+        packed.run(X, self._state, chunk, arrays.get("A"), y, self._state, keep=True)
+        self._remaining -= chunk
+        self.steps += s
+        return y.astype(spec.dtype, copy=False).reshape(result_shapes(spec, n, s)[0])

@@ -239,6 +239,9 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
     if X is not None:
         dims["batch_size"], sources["batch_size"] = X.shape[0], "X.shape[0]"
         dims["seq_length"], sources["seq_length"] = (X.shape[1], "X.shape[1]") if X.ndim == 3 else (1, "")
+    elif "initial_hidden_state" in arrays:  # a stream's start: no X yet, and no seq_length
+        dims["batch_size"] = arrays["initial_hidden_state"].shape[0]
+        sources["batch_size"] = "initial_hidden_state.shape[0]"
     if "input_size" not in dims:
         dims["input_size"], sources["input_size"] = (X.shape[-1], "X.shape[-1]") if X is not None else (
             arrays["W"].shape[-1], "W.shape[-1]")
@@ -250,20 +253,20 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
 
 
 def check_lengths(op, sequence_lengths, seq_length):
-    """0 <= sequence_lengths <= seq_length (SPEC.md §4)."""
+    """0 <= sequence_lengths <= seq_length (SPEC.md §4); only 0 <= sequence_lengths when
+    seq_length is None (a stream's lengths, whose chunks are yet to come)."""
+    limit = np.iinfo(np.int64).max if seq_length is None else seq_length
     if sequence_lengths.size <= 16:  # a list is faster than two NumPy reductions at serving sizes
         values = sequence_lengths.tolist()
-        if not values or (min(values) >= 0 and max(values) <= seq_length):
+        if not values or (min(values) >= 0 and max(values) <= limit):
             return
-    elif sequence_lengths.min() >= 0 and sequence_lengths.max() <= seq_length:
+    elif sequence_lengths.min() >= 0 and sequence_lengths.max() <= limit:
         return
-    bad = (sequence_lengths < 0) | (sequence_lengths > seq_length)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise FastGRUError(
-            f"{op}: sequence_lengths[{i}] is {sequence_lengths[i]}; expected 0 <= sequence_lengths <= "
-            f"seq_length={seq_length} (X.shape[1])"
-        )
+    bad = (sequence_lengths < 0) | (sequence_lengths > limit)
+    i = int(np.argmax(bad))
+    expected = "0 <= sequence_lengths" if seq_length is None else (
+        f"0 <= sequence_lengths <= seq_length={seq_length} (X.shape[1])")
+    raise FastGRUError(f"{op}: sequence_lengths[{i}] is {sequence_lengths[i]}; expected {expected}")
 
 
 # ----------------------------------------------------------------------------------------------- ops
@@ -293,7 +296,7 @@ def _check(op, layout, arrays, hidden_size, direction, linear_before_reset, know
     dims, sources = _dims(arrays, hidden_size, direction, linear_before_reset, known)
     _check_shapes(op, layout, arrays, dims, sources, linear_before_reset)
     if "sequence_lengths" in arrays:
-        check_lengths(op, arrays["sequence_lengths"], dims["seq_length"])
+        check_lengths(op, arrays["sequence_lengths"], dims.get("seq_length"))
     return dims, dtype
 
 

@@ -9,10 +9,10 @@ NaN are false, so each clamp below is written to leave a NaN operand untouched.
 import math
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
-from .._config import JIT_OPTIONS
+from .._config import kernel
 
 RELU, SIGMOID, TANH = 0, 1, 2
 CODES = {"relu": RELU, "sigmoid": SIGMOID, "tanh": TANH}
@@ -77,7 +77,7 @@ def _sigmoid_impl(x):
     return lambda x: 1.0 / (1.0 + math.exp(-x))
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def activate(v, code):
     """Apply activation ``code`` to ``v`` in place; one loop per code so that each vectorises."""
     if code == SIGMOID:
@@ -93,7 +93,7 @@ def activate(v, code):
                 v[j] = 0
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def clip(v, c):
     """Clamp ``v`` to [-c, c] in place (SPEC.md §3); NaN passes through."""
     for j in range(v.shape[0]):

@@ -35,12 +35,12 @@ panels from column 2H on, written to its own buffer: the panel that holds both r
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from .._config import JIT_EXACT, JIT_OPTIONS
+from .._config import kernel
 from .activations import activate, clip
 from .atomics import atomic_add, atomic_claim, atomic_load
-from .microkernel import lanes, tile_fma
+from .microkernel import tile_fma
 
 #: Rows per tile; tails use 4 and then 1 (the literal variants of _product).
 TILE_ROWS = 8
@@ -50,7 +50,7 @@ TILE_ROWS = 8
 CHUNK_ROWS = 64
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _product(c, c0, ldc, a, mr, panels, base, p0, p1, k_len, nr):
     """c[:mr, c0 + (p - p0)*NR ...] += Aᵀ · panel p, for panels p0..p1 from ``base`` in ``panels``;
     A packed (k_len, mr), C rows ``ldc`` apart."""
@@ -76,13 +76,13 @@ def _product(c, c0, ldc, a, mr, panels, base, p0, p1, k_len, nr):
             p += 1
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _tile(n):
     """Rows of the next tile when ``n`` rows are left: 8, 4 or 1 (the variants _product has)."""
     return TILE_ROWS if n >= TILE_ROWS else (4 if n >= 4 else 1)
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _geometry(n_hidden, itemsize):
     """(NR, P, P1, P2): panel width, panels of 3H columns, panels of the z and r columns
     [0, P1), and the first panel of the h columns P2."""
@@ -90,7 +90,7 @@ def _geometry(n_hidden, itemsize):
     return nr, (3 * n_hidden + nr - 1) // nr, (2 * n_hidden + nr - 1) // nr, 2 * n_hidden // nr
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _pack(a, m):
     """Pack the rows of m (n, K) into ``a`` tile by tile: tile i0 (of _tile rows) at i0*K, k-major."""
     n, k_len = m.shape
@@ -104,7 +104,7 @@ def _pack(a, m):
         i0 += mr
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _product_rows(c, ldc, a, k_len, n, panels, base, p0, p1, nr):
     """c[i, (p - p0)*NR ...] += A_i · panel p for rows i < n (packed by _pack) and panels p0..p1.
 
@@ -121,28 +121,55 @@ def _product_rows(c, ldc, a, k_len, n, panels, base, p0, p1, nr):
         p += group
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _project(x2, wp, bias, d, out, a, p0=0, p1=-1):
     """out[m] = [Bz, Br, Bh|Wbh] + x2[m]·Wᵀ for every row m of x2 (M, I), in the columns of panels
-    p0..p1 (all by default); out is (M, P*NR). ``a`` holds CHUNK_ROWS packed rows."""
+    p0..p1 (all by default); out is (M, P*NR). ``a`` holds min(M, CHUNK_ROWS) packed rows."""
     n_hidden = bias.shape[2]
     n_inputs = x2.shape[1]
     nr, n_panels, _, _ = _geometry(n_hidden, out.itemsize)
     p1 = n_panels if p1 < 0 else p1
     ldc = out.shape[1]
-    xbias = np.zeros(ldc, dtype=out.dtype)
-    xbias[: 3 * n_hidden] = bias[d, :3].ravel()
+    xbias = bias[d, :3].ravel()
+    c0, c1, c2 = p0 * nr, min(p1 * nr, 3 * n_hidden), p1 * nr
     for m0 in range(0, x2.shape[0], CHUNK_ROWS):
         n = min(CHUNK_ROWS, x2.shape[0] - m0)
         for r in range(n):
-            out[m0 + r, p0 * nr: p1 * nr] = xbias[p0 * nr: p1 * nr]
+            out[m0 + r, c0:c1] = xbias[c0:c1]
+            out[m0 + r, c1:c2] = 0  # padding columns: computed, never read, kept finite
         _pack(a, x2[m0: m0 + n])
         _product_rows(out[m0:].ravel()[p0 * nr:], ldc, a, n_inputs, n, wp, d * n_panels * n_inputs * nr, p0, p1, nr)
 
 
-@njit(**JIT_EXACT)
-def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d, lo, hi):
-    """All steps of direction ``d`` for batch rows ``lo:hi``; ``hoist``: X·Wᵀ for all steps first."""
+@kernel()
+def scratch_size(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize):
+    """Elements of the float and int64 scratch that ``_run_rows`` needs for ``n_rows`` rows."""
+    nr, n_panels, _, p2 = _geometry(n_hidden, itemsize)
+    sizes = _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, nr, n_panels, p2)
+    return sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4] + sizes[5], n_rows + min(n_rows, CHUNK_ROWS)
+
+
+@kernel()
+def _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, nr, n_panels, p2):
+    """Sizes of _run_rows' buffers: products C and C2, packed rows A, rows to pack M, states, and
+    X·Wᵀ + bias (all steps, or a chunk's)."""
+    chunk = min(n_rows, CHUNK_ROWS)
+    width = max(n_hidden, n_inputs, 1)
+    ldc = n_panels * nr
+    packed_rows = min(CHUNK_ROWS, n_rows * seq_length) if hoist else chunk
+    n_xg = (n_rows * seq_length if hoist else chunk) * ldc
+    return (chunk * ldc, chunk * (n_panels - p2) * nr, width * max(packed_rows, 1), chunk * width,
+            n_rows * n_hidden, n_xg)
+
+
+@kernel(exact=True)
+def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, d, lo,
+              hi, work, iwork):
+    """All steps of direction ``d`` for batch rows ``lo:hi``; ``hoist``: X·Wᵀ for all steps first.
+
+    ``work`` and ``iwork`` are the task's scratch of ``scratch_size`` elements (float and int64):
+    the kernel allocates nothing unless the rows need sorting by length.
+    """
     n_hidden = y.shape[3]
     seq_length, n_inputs = X.shape[1], X.shape[2]
     nr, n_panels, p1, p2 = _geometry(n_hidden, y.itemsize)
@@ -155,32 +182,34 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     has_att = att.shape[0] > 0
     rev = reversed_[d]
 
-    # One allocation for every buffer (a small call is dominated by fixed costs): products C and
-    # C2, packed rows A, rows to pack M, states, and X·Wᵀ + bias (all steps, or a chunk's).
     chunk = min(n_rows, CHUNK_ROWS)
     width = max(n_hidden, n_inputs, 1)
-    n_xg = (n_rows * seq_length if hoist else chunk) * ldc
-    sizes = (chunk * ldc, chunk * ld2, width * CHUNK_ROWS, chunk * width, n_rows * n_hidden, n_xg)
-    work = np.zeros(sum(sizes), dtype=y.dtype)
-    ends = np.cumsum(np.array(sizes))
-    c = work[: ends[0]].reshape(chunk, ldc)
-    c2 = work[ends[0]: ends[1]].reshape(chunk, ld2)
-    a = work[ends[1]: ends[2]]
-    m = work[ends[2]: ends[3]].reshape(chunk, width)  # rows to pack
-    state = work[ends[3]: ends[4]].reshape(n_rows, n_hidden)
-    xg = work[ends[4]: ends[5]].reshape(n_xg // ldc, ldc)
+    sizes = _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, nr, n_panels, p2)
+    e0 = sizes[0]
+    e1 = e0 + sizes[1]
+    e2 = e1 + sizes[2]
+    e3 = e2 + sizes[3]
+    e4 = e3 + sizes[4]
+    c = work[:e0].reshape(chunk, ldc)
+    c2 = work[e0:e1].reshape(chunk, ld2)
+    a = work[e1:e2]
+    m = work[e2:e3].reshape(chunk, width)  # rows to pack
+    state = work[e3:e4].reshape(n_rows, n_hidden)
+    xg = work[e4: e4 + sizes[5]].reshape(sizes[5] // ldc, ldc)
     if hoist:
         _project(X[lo:hi].reshape(n_rows * seq_length, n_inputs), wp, bias, d, xg, a)
     xbias, rbh = bias[d, :3].ravel(), bias[d, 3]
-    one = np.ones(1, dtype=y.dtype)[0]  # a 1 of the compute dtype (a literal 1 would promote)
+    one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
-    rows = np.empty(n_rows + chunk, dtype=np.int64)
-    times = rows[n_rows:]
-    rows = rows[:n_rows]
-    if n_rows == 1:
-        rows[0] = lo
-    else:
+    rows = iwork[:n_rows]
+    times = iwork[n_rows: n_rows + chunk]
+    ordered = True
+    for i in range(n_rows):
+        rows[i] = lo + i
+        if i > 0 and lengths[lo + i] > lengths[lo + i - 1]:
+            ordered = False
+    if not ordered:
         rows[:] = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
     for i in range(n_rows):
         state[i] = h0[rows[i], d]
@@ -199,6 +228,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                 # X_t·Wᵀ + bias for the chunk's rows, as _project does for a whole block.
                 for i in range(n):
                     xg[i, : 3 * n_hidden] = xbias
+                    xg[i, 3 * n_hidden:] = 0  # padding
                     m[i, :n_inputs] = X[rows[g0 + i], times[i]]
                 _pack(a, m[:n, :n_inputs])
                 _product_rows(xg.ravel(), ldc, a, n_inputs, n, wp, wbase, 0, n_panels, nr)
@@ -210,6 +240,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                 row[: 2 * n_hidden] = x[: 2 * n_hidden]
                 if lbr:
                     row[2 * n_hidden: 3 * n_hidden] = rbh
+                    row[3 * n_hidden:] = 0  # padding: computed, never read, kept finite
                 else:
                     row[2 * n_hidden:] = 0  # h columns sharing a panel with r: computed, unused
             _pack(a, state[g0: g0 + n])
@@ -234,6 +265,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                         rh[k] = rg[k] * st[k]
                     c2[i, :h2] = 0  # z or r columns sharing a panel with h: unused
                     c2[i, h2: h2 + n_hidden] = xh
+                    c2[i, h2 + n_hidden:] = 0  # padding
             if not lbr:
                 _pack(a, m[:n, :n_hidden])
                 _product_rows(c2.ravel(), ld2, a, n_hidden, n, rp, rbase, p2, n_panels, nr)
@@ -263,30 +295,35 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
         length = lengths[b]
         for t in range(length, seq_length):
             y[b, d, t] = 0
-        if length == 0:
+        if length == 0 and not keep:
             ho[b, d] = 0
         else:
             ho[b, d] = state[i]
 
 
-@njit(parallel=True, **JIT_OPTIONS)
-def run_parallel(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist,
-                 n_blocks):
-    """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call."""
+@kernel(parallel=True)
+def run_parallel(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist,
+                 n_blocks, work, iwork):
+    """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call.
+    Task k uses the k-th of equal parts of the scratch ``work`` and ``iwork``."""
     n_rows = h0.shape[0]
-    for task in prange(bias.shape[0] * n_blocks):
+    n_tasks = bias.shape[0] * n_blocks
+    per_task, per_task_i = work.shape[0] // n_tasks, iwork.shape[0] // n_tasks
+    for task in prange(n_tasks):
         d, blk = task // n_blocks, task % n_blocks
-        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d,
-                  blk * n_rows // n_blocks, (blk + 1) * n_rows // n_blocks)
+        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, d,
+                  blk * n_rows // n_blocks, (blk + 1) * n_rows // n_blocks,
+                  work[task * per_task: (task + 1) * per_task], iwork[task * per_task_i: (task + 1) * per_task_i])
 
 
-@njit(**JIT_OPTIONS)
-def run_serial(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist):
+@kernel()
+def run_serial(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, work,
+               iwork):
     """Every direction on the calling thread. A function of its own, not run_parallel compiled
     without parallel=True: Numba's cache keys on the function, so twins would share one entry."""
     for d in range(bias.shape[0]):
-        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, hoist, d, 0,
-                  h0.shape[0])
+        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, d,
+                  0, h0.shape[0], work, iwork)
 
 
 # ------------------------------------------------------------------------------ one row, two threads
@@ -296,7 +333,7 @@ def run_serial(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_
 _PATIENCE = 2000
 
 
-@njit(**JIT_OPTIONS)
+@kernel()
 def _split_units(half, n_hidden, nr, n_panels, p2):
     """The panels [q0, q1) of the h columns that half ``half`` owns, and their units [u0, u1)."""
     q0 = p2 + half * (n_panels - p2) // 2
@@ -304,7 +341,7 @@ def _split_units(half, n_hidden, nr, n_panels, p2):
     return q0, q1, min(max(q0 * nr - 2 * n_hidden, 0), n_hidden), min(max(q1 * nr - 2 * n_hidden, 0), n_hidden)
 
 
-@njit(**JIT_EXACT)
+@kernel(exact=True)
 def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, h_cur, h_next, rh, c, c2, one):
     """One half of one phase of step ``t`` of row 0; xg (S, P*NR) holds X·Wᵀ + bias of every step.
 
@@ -362,9 +399,9 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
         out[j] = v
 
 
-@njit(**JIT_OPTIONS)
-def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh, c,
-                  c2, claims, done, present):
+@kernel()
+def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, worker, state,
+                  rh, c, c2, claims, done, present):
     """Worker ``worker`` of two sharing row 0 of direction 0, each phase of a step cut in two
     halves. A worker claims its own half of each phase, then the other half if its partner has
     not taken it in time (or has not started at all), then waits for both: waiting is only ever
@@ -373,7 +410,7 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
     n_hidden = y.shape[3]
     length = lengths[0]
     other = 1 - worker
-    one = np.ones(1, dtype=y.dtype)[0]  # a 1 of the compute dtype (a literal 1 would promote)
+    one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
     atomic_add(present, worker, 1)
     for s in range(length):
         t = length - 1 - s if reversed_[0] else s
@@ -399,14 +436,14 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
     _, _, u0, u1 = _split_units(worker, n_hidden, nr, n_panels, p2)
     for t in range(length, y.shape[2]):
         y[0, 0, t, u0:u1] = 0
-    if length == 0:
+    if length == 0 and not keep:
         ho[0, 0, u0:u1] = 0
     else:
         ho[0, 0, u0:u1] = state[length % 2, u0:u1]
 
 
-@njit(parallel=True, **JIT_OPTIONS)
-def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho):
+@kernel(parallel=True)
+def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep):
     """One row of one direction on two threads, each streaming half of the packed weights per
     step (batch 1 is bound by reading R: PERF_NOTES.md, "Batch 1"). One fork/join per call."""
     n_hidden = y.shape[3]
@@ -426,20 +463,14 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     done = np.zeros(slots, dtype=np.int64)
     present = np.zeros(2, dtype=np.int64)
     for worker in prange(2):
-        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, worker, state, rh,
-                      c, c2, claims, done, present)
+        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, worker, state,
+                      rh, c, c2, claims, done, present)
 
 
-def pack_panels(M, num_directions, hidden_size, dtype):
-    """Mᵀ in the kernels' panels: M (D, 3H, K) or (3H, K), W or R -> flat 64-byte aligned array
-    of (D, P, K, NR), columns past 3H zero."""
-    d, h = num_directions, hidden_size
-    M = np.ascontiguousarray(M, dtype=dtype)
-    return _pack_panels(M.reshape(d, 3 * h, M.shape[-1]), 2 * lanes(dtype))
-
-
-@njit(**JIT_OPTIONS)
-def _pack_panels(M, nr):
+@kernel()
+def pack_panels(M, nr):
+    """Mᵀ in the kernels' panels: M (D, 3H, K), W or R, -> flat 64-byte aligned array of
+    (D, P, K, NR), columns past 3H zero."""
     n_dirs, n_cols, k_len = M.shape
     n_panels = (n_cols + nr - 1) // nr
     size = max(1, n_dirs * n_panels * k_len * nr)

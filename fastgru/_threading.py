@@ -1,0 +1,120 @@
+"""Thread control: the count a calling thread asks for, and a process-wide budget of cores.
+
+``set_num_threads``/``get_num_threads``/``threads`` are Numba's per-thread setting: each Python
+thread has its own count (new threads start at ``NUMBA_NUM_THREADS``, the number of cores by
+default), and every parallel kernel a thread launches uses at most that many.
+
+Several Python threads calling fastgru at once (a thread-pool server) could each launch a
+parallel region and together run more threads than there are cores. The budget prevents it:
+a call that shares its work takes threads from a process-wide pool of ``NUMBA_NUM_THREADS``
+(its own thread included) and gets what is left, at least its own thread; it never waits, so
+nothing can deadlock. Numba's ``workqueue`` layer cannot run two parallel regions at once, so
+with it a second concurrent call runs on its own thread.
+
+fastgru calls no BLAS (its matrix products are its own kernels), so NumPy's BLAS threads are
+never involved.
+
+The threading layer is Numba's choice (``NUMBA_THREADING_LAYER``), with one help: Numba prefers
+TBB, which degrades gracefully when the cores are busy (PERF_NOTES.md, "Threading layers"), but
+in a virtualenv it cannot find the ``libtbb.so.12`` that ``pip install tbb`` puts in the
+environment's ``lib`` folder, and silently takes OpenMP. Before Numba starts its thread pool,
+fastgru loads that library (or the one OpenVINO ships) when the layer is left to Numba's choice,
+at import (a few milliseconds).
+"""
+
+import contextlib
+import ctypes
+import glob
+import os
+import sys
+import threading
+
+import numba
+from numba.np.ufunc import parallel as _numba_parallel
+
+from ._validate import FastGRUError
+
+#: Threads all concurrent fastgru calls of the process may use together.
+BUDGET = numba.config.NUMBA_NUM_THREADS
+
+_lock = threading.Lock()
+_state = {"busy": 0, "regions": 0, "exclusive": None}
+
+
+def set_num_threads(n: int) -> None:
+    """Use at most ``n`` threads in the fastgru calls of the calling thread (1 <= n <= NUMBA_NUM_THREADS).
+
+    Per calling thread: other threads keep their own count. Results do not depend on it.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= BUDGET:
+        raise FastGRUError(f"set_num_threads: n is {n!r}; expected an integer from 1 to "
+                           f"NUMBA_NUM_THREADS={BUDGET}")
+    numba.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The number of threads the calling thread's fastgru calls may use."""
+    return numba.get_num_threads()
+
+
+@contextlib.contextmanager
+def threads(n: int):
+    """``with fastgru.threads(n):`` run the block's fastgru calls on at most ``n`` threads.
+
+    Applies to the calling thread only, and restores its previous count on exit.
+    """
+    before = numba.get_num_threads()
+    set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _load_tbb():
+    """Make ``libtbb.so.12`` loadable for Numba's TBB layer, if it is installed and Numba may pick it."""
+    if _numba_parallel._is_initialized or str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb"):
+        return
+    candidates = [os.path.join(sys.prefix, "lib", "libtbb.so.12")]
+    candidates += glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "openvino", "libs",
+                                         "libtbb.so.12"))
+    for path in candidates:
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return
+            except OSError:
+                continue
+
+
+_load_tbb()  # at import: numba.get_num_threads(), among others, starts Numba's pool
+
+
+def start_pool():
+    """Start Numba's thread pool (once); returns the threading layer's name."""
+    _numba_parallel._launch_threads()
+    return numba.threading_layer()
+
+
+def reserve(wanted):
+    """Take up to ``wanted`` threads of the budget for one call; returns how many it got (>= 1).
+
+    The caller must ``release`` that number when the call is done.
+    """
+    with _lock:
+        if _state["exclusive"] is None:
+            # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
+            _state["exclusive"] = start_pool() == "workqueue"
+        granted = max(1, min(wanted, BUDGET - _state["busy"]))
+        if granted > 1 and _state["exclusive"] and _state["regions"] > 0:
+            granted = 1
+        _state["busy"] += granted
+        _state["regions"] += granted > 1
+        return granted
+
+
+def release(granted):
+    """Give back the threads of a ``reserve``."""
+    with _lock:
+        _state["busy"] -= granted
+        _state["regions"] -= granted > 1

@@ -1,0 +1,143 @@
+"""Streaming (issue 4): a sequence fed chunk by chunk gives the bits of one call, and a prepared
+cell stepped in place allocates nothing."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from conftest import DTYPES
+
+import fastgru
+from fastgru import FastGRUError
+
+N, I, H = 6, 5, 12
+LENGTHS = np.array([23, 0, 5, 17, 1, 11])  # ragged, 0 and the full length included
+
+
+def _weights(rng, dtype, lbr=False, layout="sequence"):
+    scale = 1 / np.sqrt(H)
+    lead = () if layout == "augru2d" else (1,)
+    W = rng.uniform(-scale, scale, (*lead, 3 * H, I)).astype(dtype)
+    R = rng.uniform(-scale, scale, (*lead, 3 * H, H)).astype(dtype)
+    B = rng.uniform(-scale, scale, (*lead, (4 if lbr else 3) * H)).astype(dtype)
+    return W, R, B
+
+
+def _chunks(steps, rng):
+    """Random chunk bounds covering [0, steps), an empty chunk among them."""
+    cuts = np.sort(rng.choice(np.arange(1, steps), size=4, replace=False))
+    bounds = [0, *cuts.tolist(), cuts[-1], steps]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lbr", [False, True])
+def test_gru_stream_equals_one_call(dtype, lbr):
+    rng = np.random.default_rng(0)
+    S = int(LENGTHS.max())
+    W, R, B = _weights(rng, dtype, lbr)
+    op = fastgru.GRUSequence(W, R, B, linear_before_reset=lbr, clip=3.0)
+    X = rng.standard_normal((N, S, I)).astype(dtype)
+    h0 = rng.standard_normal((N, 1, H)).astype(dtype)
+    Y, Ho = op(X, h0, LENGTHS)
+    stream = op.stream(h0, LENGTHS)
+    ys = [stream(X[:, a:b]) for a, b in _chunks(S, rng)]
+    assert stream.steps == S
+    np.testing.assert_array_equal(np.concatenate(ys, axis=2), Y)
+    np.testing.assert_array_equal(stream.Ho, Ho)
+    assert stream.Ho.dtype == Ho.dtype and not np.any(stream.Ho[1])  # length 0: zero (SPEC.md §4)
+
+
+@pytest.mark.parametrize("layout", ["augru2d", "sequence"])
+def test_augru_stream_equals_one_call(layout):
+    rng = np.random.default_rng(1)
+    S = int(LENGTHS.max())
+    W, R, B = _weights(rng, np.float32, layout=layout)
+    op = fastgru.AUGRUSequence(W, R, B)
+    X = rng.standard_normal((N, S, I)).astype(np.float32)
+    A = rng.uniform(size=(N, S, 1)).astype(np.float32)
+    h0 = rng.standard_normal((N, H) if layout == "augru2d" else (N, 1, H)).astype(np.float32)
+    Y, Ho = op(X, h0, LENGTHS, A)
+    stream = op.stream(h0, LENGTHS)
+    ys = [stream(X[:, a:b], A[:, a:b]) for a, b in _chunks(S, rng)]
+    np.testing.assert_array_equal(np.concatenate(ys, axis=-2), Y)
+    np.testing.assert_array_equal(stream.Ho, Ho)
+
+
+def test_chained_calls_equal_one_call_for_full_lengths():
+    """Each chunk's Ho as the next chunk's initial_hidden_state: the same bits, when every row runs
+    every step (a row that has ended would get Ho = 0 from a chunk without its steps: Stream)."""
+    rng = np.random.default_rng(2)
+    S = 30
+    op = fastgru.GRUSequence(*_weights(rng, np.float32))
+    X = rng.standard_normal((N, S, I)).astype(np.float32)
+    h = rng.standard_normal((N, 1, H)).astype(np.float32)
+    Y, Ho = op(X, h, np.full(N, S))
+    ys = []
+    for a, b in [(0, 7), (7, 8), (8, 30)]:
+        y, h = op(X[:, a:b], h, np.full(N, b - a))
+        ys.append(y)
+    np.testing.assert_array_equal(np.concatenate(ys, axis=2), Y)
+    np.testing.assert_array_equal(h, Ho)
+
+
+def test_stream_without_lengths_runs_every_step():
+    rng = np.random.default_rng(3)
+    op = fastgru.GRUSequence(*_weights(rng, np.float64))
+    X = rng.standard_normal((N, 9, I))
+    h0 = np.zeros((N, 1, H))
+    stream = op.stream(h0)
+    ys = [stream(X[:, :4]), stream(X[:, 4:])]
+    Y, Ho = op(X, h0, np.full(N, 9))
+    np.testing.assert_array_equal(np.concatenate(ys, axis=2), Y)
+    np.testing.assert_array_equal(stream.Ho, Ho)
+
+
+def test_stream_errors():
+    rng = np.random.default_rng(4)
+    W, R, B = _weights(rng, np.float32)
+    h0 = np.zeros((N, 1, H), np.float32)
+    op = fastgru.GRUSequence(W, R, B)
+    with pytest.raises(FastGRUError, match=r"GRUSequence.stream: direction is 'reverse'; only 'forward'"):
+        fastgru.GRUSequence(W, R, B, direction="reverse").stream(h0)
+    with pytest.raises(FastGRUError, match=r"GRUSequence: sequence_lengths\[2\] is -1; expected 0 <= sequence_lengths$"):
+        op.stream(h0, [1, 2, -1, 0, 0, 0])
+    with pytest.raises(FastGRUError, match=r"GRUSequence: initial_hidden_state has shape \(6, 1, 5\); expected"):
+        op.stream(np.zeros((N, 1, 5), np.float32))
+    stream = op.stream(h0)
+    with pytest.raises(FastGRUError, match=r"GRUSequence stream: X has batch_size 2; expected 6, the batch_size"):
+        stream(np.zeros((2, 3, I), np.float32))
+    with pytest.raises(FastGRUError, match=r"GRUSequence stream: A is given; expected stream\(X\)"):
+        stream(np.zeros((N, 3, I), np.float32), np.zeros((N, 3, 1), np.float32))
+    with pytest.raises(TypeError, match=r"GRUSequence: X is float64 but the op's W is float32"):
+        stream(np.zeros((N, 3, I)))
+    augru = fastgru.AUGRUSequence(W, R, B).stream(h0)
+    with pytest.raises(FastGRUError, match=r"AUGRUSequence stream: A is missing; expected stream\(X, A\)"):
+        augru(np.zeros((N, 3, I), np.float32))
+    assert stream.steps == 0  # nothing was fed by the failed calls
+
+
+def test_cell_steps_in_place_without_allocating():
+    """``cell(x_t, h, out=h)`` allocates no array: tracemalloc's peak over the steps stays below
+    the size of one state (16 KiB here; what remains are Python's small objects, such as views)."""
+    rng = np.random.default_rng(5)
+    n, i, h = 4, 32, 1024
+    scale = 1 / np.sqrt(h)
+    cell = fastgru.GRUCell(*(rng.uniform(-scale, scale, shape).astype(np.float32)
+                             for shape in ((3 * h, i), (3 * h, h), (3 * h,))))
+    X = rng.standard_normal((6, n, i)).astype(np.float32)
+    state = np.zeros((n, h), np.float32)
+    cell(X[0], state, out=state)  # the first call makes the cell's buffer of ones (its sequence_lengths)
+    want = state.copy()
+    for x in X[1:]:
+        want = cell(x, want)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for x in X[1:]:
+            assert cell(x, state, out=state) is state
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < state.nbytes / 4, f"{peak} bytes allocated during the steps"
+    np.testing.assert_array_equal(state, want)
