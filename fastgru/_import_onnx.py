@@ -90,6 +90,8 @@ class OnnxGRU:
         n = x.shape[0]
         if sequence_lens is None:
             sequence_lens = self._sequence_lens
+        if sequence_lens is None:
+            sequence_lens = np.full(n, x.shape[1], dtype=np.int64)
         if initial_h is None:
             initial_h = self._initial_h
         if initial_h is None:

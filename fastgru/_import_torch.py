@@ -87,7 +87,9 @@ class TorchGRU:
         n, s = x.shape[:2]
         d, hidden = 1 + self.bidirectional, self.hidden_size
         h0 = self._initial_state(h0, n, unbatched)
-        if lengths is not None:
+        if lengths is None:
+            lengths = np.full(n, s, dtype=np.int64)
+        else:
             lengths = to_numpy(lengths)
             if unbatched and lengths.ndim == 0:
                 lengths = lengths[None]

@@ -208,7 +208,7 @@ def test_the_object_exposes_the_prepared_op():
     assert repr(gru).startswith("OnnxGRU(node_name='gru', layout=1")
     X = rng.standard_normal((N, S, I)).astype(np.float32)
     Y, Y_h = gru(X)
-    Y_op, Ho_op = gru.op(X, np.zeros((N, 2, H), np.float32), None)
+    Y_op, Ho_op = gru.op(X, np.zeros((N, 2, H), np.float32), np.full(N, S))
     np.testing.assert_array_equal(Y, Y_op.transpose(0, 2, 1, 3))
     np.testing.assert_array_equal(Y_h, Ho_op)
 

@@ -184,7 +184,7 @@ def test_state_dict_of_arrays_builds_the_openvino_weights(bias):
     x = rng.standard_normal((S, N, I)).astype(np.float32)
     h0 = rng.standard_normal((1, N, H)).astype(np.float32)
     y, h = gru(x, h0)
-    Y, Ho = op(x.transpose(1, 0, 2), h0.transpose(1, 0, 2), None)
+    Y, Ho = op(x.transpose(1, 0, 2), h0.transpose(1, 0, 2), np.full(N, S))
     np.testing.assert_array_equal(y, Y[:, 0].transpose(1, 0, 2))
     np.testing.assert_array_equal(h, Ho.transpose(1, 0, 2))
     assert repr(gru) == ("TorchGRU(input_size=4, hidden_size=6, num_layers=1, bidirectional=False, batch_first=False, "
