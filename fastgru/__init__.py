@@ -1,6 +1,9 @@
 """fastgru: Numba-compiled CPU kernels for OpenVINO's GRUCell-3, GRUSequence-5 and AUGRUSequence-10."""
 
 from ._api import augru_sequence, gru_cell, gru_sequence
+from ._import_onnx import OnnxGRU, from_onnx
+from ._import_openvino import from_openvino
+from ._import_torch import TorchGRU, from_torch
 from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
 from ._threading import get_num_threads, set_num_threads, threads
 from ._validate import FastGRUError
@@ -13,9 +16,14 @@ __all__ = [
     "FastGRUError",
     "GRUCell",
     "GRUSequence",
+    "OnnxGRU",
     "Stream",
+    "TorchGRU",
     "__version__",
     "augru_sequence",
+    "from_onnx",
+    "from_openvino",
+    "from_torch",
     "get_num_threads",
     "gru_cell",
     "gru_sequence",

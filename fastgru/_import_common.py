@@ -1,0 +1,37 @@
+"""What the importers (_import_torch, _import_onnx, _import_openvino) share: errors that say which
+layer or node of the model they are about, and arrays from framework tensors."""
+
+import contextlib
+
+import numpy as np
+
+from ._validate import FastGRUError
+
+_ERRORS = (FastGRUError, TypeError, NotImplementedError)
+
+
+@contextlib.contextmanager
+def about(prefix):
+    """Re-raise the errors of the prepared ops (FastGRUError, TypeError, NotImplementedError) with
+    ``prefix`` in front, e.g. "from_onnx: GRU node 'gru'", so that the message says which part of
+    the model it is about; the original error is chained."""
+    try:
+        yield
+    except _ERRORS as error:
+        raise type(error)(f"{prefix}: {error}") from error
+
+
+def to_numpy(value):
+    """A NumPy array of ``value``: an array-like, or a torch tensor (detached, on the CPU) without
+    importing torch. bfloat16 tensors become ``ml_dtypes.bfloat16`` arrays (TypeError without it)."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise TypeError("a bfloat16 tensor needs ml_dtypes (pip install ml_dtypes); or convert "
+                                "the tensors with .float() first") from None
+            return value.float().numpy().astype(ml_dtypes.bfloat16)
+        return value.numpy()
+    return np.asarray(value)

@@ -1,0 +1,239 @@
+"""from_openvino: the GRU layers of an OpenVINO IR (.xml + .bin) as prepared ops, read with the
+standard library and NumPy only (openvino is never imported).
+
+An IR's XML lists layers (``<layer id name type version>`` with attributes in ``<data>`` and
+numbered ``<port>``s) and edges (``from-layer/from-port -> to-layer/to-port``). A Const layer's
+``<data>`` gives ``element_type``, ``shape``, ``offset`` and ``size`` of its bytes in the .bin.
+``openvino.save_model`` compresses f32 weights to f16 by default and writes Const (f16) ->
+Convert (f32) -> GRU; that decompression chain (Convert layers only) is followed.
+"""
+
+import os
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from ._import_common import about
+from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._validate import FastGRUError
+
+#: The layer types read, and the input port index of W, R and B (GRUSequence-5: X,
+#: initial_hidden_state, sequence_lengths, W, R, B; GRUCell-3: X, initial_hidden_state, W, R, B;
+#: AUGRUSequence: GRUSequence's then A).
+_WEIGHT_PORTS = {"GRUSequence": (3, 4, 5), "GRUCell": (2, 3, 4), "AUGRUSequence": (3, 4, 5)}
+_ATTRIBUTES = {"hidden_size", "direction", "linear_before_reset", "activations", "activations_alpha",
+               "activations_beta", "clip"}
+#: What ie_internal_opset.AUGRUSequence may carry: its attributes are fixed (SPEC.md §3).
+_AUGRU_FIXED = {"direction": "forward", "linear_before_reset": False, "activations": ["sigmoid", "tanh"], "clip": 0.0}
+
+
+def _element_types():
+    types = {"f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
+    try:
+        import ml_dtypes
+
+        types["bf16"] = np.dtype(ml_dtypes.bfloat16)
+    except ImportError:  # bfloat16 is optional (SPEC.md §5)
+        pass
+    return types
+
+
+def from_openvino(xml_path, layer_name=None, *, bin_path=None):
+    """The GRU layers of an OpenVINO IR as prepared ops.
+
+    Parameters
+    ----------
+    xml_path : str or os.PathLike
+        The IR's ``.xml``.
+    layer_name : str, optional
+        Return only this layer's op (by its ``name`` in the XML).
+    bin_path : str or os.PathLike, optional
+        The weights; default: ``xml_path`` with the suffix ``.bin``.
+
+    Returns
+    -------
+    dict or op
+        ``{layer name: op}`` for every GRUSequence (:class:`fastgru.GRUSequence`), GRUCell
+        (:class:`fastgru.GRUCell`) and AUGRUSequence (:class:`fastgru.AUGRUSequence`, OpenVINO's
+        layout) layer of the main graph (not of TensorIterator or Loop bodies), in the XML's order;
+        or the one op of ``layer_name``. The ops take the layer's data inputs as OpenVINO does,
+        e.g. ``Y, Ho = op(X, initial_hidden_state, sequence_lengths)``.
+
+    Notes
+    -----
+    W, R and B must come from Const layers, directly or through Convert layers (f16 weights
+    decompressed to f32, as ``openvino.save_model`` writes them); the op's dtype is the one the
+    layer receives (the last Convert's ``destination_type``). Const element types: f16, f32, f64,
+    and bf16 when ml_dtypes is installed. Attributes come from the layer's ``<data>``:
+    hidden_size, direction, linear_before_reset, activations (sigmoid, tanh, relu), clip (0: none),
+    and activations_alpha / activations_beta, accepted and unused as in OpenVINO.
+
+    Raises
+    ------
+    FastGRUError
+        No GRU layer in the IR, an unknown ``layer_name``, weights that are not Consts, a Const
+        whose bytes do not fit its shape or the .bin, or an attribute value the op rejects.
+    NotImplementedError
+        An attribute fastgru does not know, a Const element type other than the above.
+
+    Examples
+    --------
+    >>> import pytest; ov = pytest.importorskip("openvino")
+    >>> import os, tempfile, numpy as np, fastgru
+    >>> from openvino import opset15 as ops
+    >>> rng = np.random.default_rng(0)
+    >>> H, I = 4, 3
+    >>> W, R, B = (rng.uniform(-0.5, 0.5, s).astype(np.float32) for s in [(1, 3 * H, I), (1, 3 * H, H), (1, 3 * H)])
+    >>> X, H0, L = (ops.parameter(s, t) for s, t in [([2, 5, I], ov.Type.f32), ([2, 1, H], ov.Type.f32),
+    ...                                                ([2], ov.Type.i32)])
+    >>> gru = ops.gru_sequence(X, H0, L, ops.constant(W), ops.constant(R), ops.constant(B), H, "forward")
+    >>> gru.set_friendly_name("gru")
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.xml")
+    >>> ov.save_model(ov.Model(gru.outputs(), [X, H0, L]), path)
+    >>> op = fastgru.from_openvino(path, "gru")
+    >>> op
+    GRUSequence(hidden_size=4, input_size=3, direction='forward', linear_before_reset=False, dtype=float32)
+    >>> Y, Ho = op(rng.standard_normal((2, 5, I), dtype=np.float32), np.zeros((2, 1, H), np.float32), [5, 3])
+    >>> Y.shape, Ho.shape
+    ((2, 1, 5, 4), (2, 1, 4))
+    """
+    xml_path = os.fspath(xml_path)
+    bin_path = os.fspath(bin_path) if bin_path is not None else os.path.splitext(xml_path)[0] + ".bin"
+    ir = _IR(xml_path, bin_path)
+    grus = [layer for layer in ir.layers.values() if layer.get("type") in _WEIGHT_PORTS]
+    if not grus:
+        raise FastGRUError(f"from_openvino: {xml_path} has no GRUSequence, GRUCell or AUGRUSequence layer "
+                           "(in its main graph)")
+    if layer_name is not None:
+        chosen = [layer for layer in grus if layer.get("name") == layer_name]
+        if not chosen:
+            names = ", ".join(repr(layer.get("name")) for layer in grus)
+            raise FastGRUError(f"from_openvino: {xml_path} has no GRU layer named {layer_name!r}; its GRU layers: "
+                               f"{names}")
+        return _op(ir, chosen[0])
+    ops = {}
+    for layer in grus:
+        name = layer.get("name")
+        if name in ops:
+            raise FastGRUError(f"from_openvino: {xml_path} has several GRU layers named {name!r}")
+        ops[name] = _op(ir, layer)
+    return ops
+
+
+class _IR:
+    """The layers and edges of an IR's main graph, and its Const values."""
+
+    def __init__(self, xml_path, bin_path):
+        self.xml_path, self.bin_path = xml_path, bin_path
+        root = ET.parse(xml_path).getroot()
+        if root.tag != "net" or root.find("layers") is None:
+            raise FastGRUError(f"from_openvino: {xml_path} is not an OpenVINO IR (no <net><layers>)")
+        self.layers = {layer.get("id"): layer for layer in root.find("layers")}
+        edges = root.find("edges")
+        self.sources = {(e.get("to-layer"), e.get("to-port")): e.get("from-layer")
+                        for e in (edges if edges is not None else ())}
+
+    def producer(self, layer, index):
+        """The layer feeding input ``index`` of ``layer`` (None when not connected)."""
+        ports = layer.find("input")
+        ports = list(ports) if ports is not None else []
+        if index >= len(ports):
+            return None
+        return self.layers.get(self.sources.get((layer.get("id"), ports[index].get("id"))))
+
+    def constant(self, layer, what):
+        """The value at ``layer``: a Const, through any number of Convert layers."""
+        converts = []
+        while layer is not None and layer.get("type") == "Convert":
+            converts.append(layer)
+            layer = self.producer(layer, 0)
+        if layer is None or layer.get("type") != "Const":
+            source = "nothing" if layer is None else f"layer {layer.get('name')!r} ({layer.get('type')})"
+            raise FastGRUError(f"{what} comes from {source}; fastgru needs constant weights: a Const layer, "
+                               "optionally through Convert layers (f16 decompression)")
+        value = self._read(layer, what)
+        for convert in reversed(converts):
+            value = value.astype(self._dtype(_data(convert).get("destination_type"), f"{what} (Convert "
+                                             f"{convert.get('name')!r})"))
+        return value
+
+    def _read(self, const, what):
+        data = _data(const)
+        where = f"{what} (Const {const.get('name')!r})"
+        dtype = self._dtype(data.get("element_type"), where)
+        text = data.get("shape", "").strip()
+        try:
+            shape = tuple(int(s) for s in text.split(",")) if text else ()
+            offset, size = int(data["offset"]), int(data["size"])
+        except (KeyError, ValueError):
+            raise FastGRUError(f"{where}: <data> has shape={text!r}, offset={data.get('offset')!r}, "
+                               f"size={data.get('size')!r}; expected integers") from None
+        if size != int(np.prod(shape)) * dtype.itemsize:
+            raise FastGRUError(f"{where}: size={size} bytes, but shape {shape} of {data.get('element_type')} "
+                               f"needs {int(np.prod(shape)) * dtype.itemsize}")
+        file_size = os.path.getsize(self.bin_path)
+        if offset < 0 or offset + size > file_size:
+            raise FastGRUError(f"{where}: bytes {offset} to {offset + size} are past the end of {self.bin_path} "
+                               f"({file_size} bytes)")
+        raw = np.fromfile(self.bin_path, dtype=np.uint8, count=size, offset=offset)
+        return raw.view(dtype).reshape(shape)  # IR data is little-endian, as x86 and Arm are
+
+    @staticmethod
+    def _dtype(element_type, where):
+        types = _element_types()
+        if element_type not in types:
+            raise NotImplementedError(f"{where}: element_type {element_type!r} is not supported; expected one of "
+                                      f"{', '.join(types)}")
+        return types[element_type]
+
+
+def _data(layer):
+    data = layer.find("data")
+    return dict(data.attrib) if data is not None else {}
+
+
+def _op(ir, layer):
+    kind, name = layer.get("type"), layer.get("name")
+    where = f"from_openvino: {kind} layer {name!r}"
+    weights = []
+    for input_name, index in zip(("W", "R", "B"), _WEIGHT_PORTS[kind]):
+        source = ir.producer(layer, index)
+        if source is None and input_name == "B" and kind == "GRUCell":
+            continue  # GRUCell-3's B is optional
+        weights.append(ir.constant(source, f"{where}: {input_name}"))
+    attrs = _attributes(_data(layer), where)
+    with about(where):
+        if kind == "AUGRUSequence":
+            for key, fixed in _AUGRU_FIXED.items():
+                if key in attrs and attrs[key] != fixed:
+                    raise NotImplementedError(f"{key}={attrs[key]!r}; AUGRUSequence's {key} is always {fixed!r}")
+            return AUGRUSequence(*weights, hidden_size=attrs.get("hidden_size"))
+        if kind == "GRUCell":
+            attrs.pop("direction", None)
+            return GRUCell(*weights, **attrs)
+        return GRUSequence(*weights, **attrs)
+
+
+def _attributes(data, where):
+    """The op's keywords from a GRU layer's ``<data>`` (strings, as the IR writes them)."""
+    attrs = {}
+    for key, text in data.items():
+        if key not in _ATTRIBUTES:
+            raise NotImplementedError(f"{where}: attribute {key}={text!r} is not supported; fastgru knows "
+                                      f"{', '.join(sorted(_ATTRIBUTES))}")
+        try:
+            if key == "hidden_size":
+                attrs[key] = int(text)
+            elif key == "clip":
+                attrs[key] = float(text)
+            elif key == "linear_before_reset":
+                attrs[key] = {"true": True, "false": False, "1": True, "0": False}[text.strip().lower()]
+            elif key == "activations":
+                attrs[key] = [s.strip() for s in text.split(",") if s.strip()]
+            elif key in ("activations_alpha", "activations_beta"):
+                attrs[key] = [float(s) for s in text.split(",") if s.strip()]
+            else:
+                attrs[key] = text.strip()
+        except (KeyError, ValueError):
+            raise FastGRUError(f"{where}: attribute {key}={text!r} is not a valid value") from None
+    return attrs

@@ -1,0 +1,312 @@
+"""from_torch: a ``torch.nn.GRU`` (or its state_dict) as a stack of prepared GRUSequence ops.
+
+PyTorch's GRU is GRUSequence-5 with linear_before_reset=True, gate rows in order r, z, n instead
+of z, r, h, and two bias vectors: B = [b_iz + b_hz, b_ir + b_hr, b_in, b_hn] (SPEC.md §3). Layer
+k > 0 reads the outputs of layer k - 1, both directions concatenated. torch is imported only to
+recognise modules; a state_dict of NumPy arrays needs no torch at all.
+"""
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from ._import_common import about, to_numpy
+from ._ops import GRUSequence
+from ._validate import FastGRUError
+
+_KEY = re.compile(r"(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?")
+_EXPECTED_KEYS = "weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, with _reverse for the second direction"
+
+
+class TorchGRU:
+    """A ``torch.nn.GRU`` in inference, on fastgru's kernels: ``output, h_n = gru(input, h0)``.
+
+    Made by :func:`fastgru.from_torch`. Shapes and layout are torch's (L seq_len, N batch,
+    D = 2 if bidirectional else 1, H hidden_size, num_layers layers):
+
+    - ``input`` (L, N, input_size), or (N, L, input_size) with batch_first, or (L, input_size)
+      unbatched;
+    - ``h0`` (D*num_layers, N, H), or (D*num_layers, H) unbatched; None (the default) is zeros;
+    - ``output`` (L, N, D*H) or (N, L, D*H) with batch_first, or (L, D*H) unbatched: the last
+      layer's states, both directions concatenated (forward first);
+    - ``h_n`` (D*num_layers, N, H) or (D*num_layers, H): index ``layer*D + direction``.
+
+    ``lengths`` (keyword, optional; N integers, or one for unbatched input) is what a
+    ``torch.nn.utils.rnn.pack_padded_sequence`` of the input carries: row b is computed for its first
+    ``lengths[b]`` steps only; ``output`` is zero past them and ``h_n`` is the state after the
+    last valid step (the reverse direction starts at step ``lengths[b] - 1``), as torch returns
+    them after ``pad_packed_sequence``. A length of 0 (which torch does not accept) gives zero
+    outputs and a zero h_n (SPEC.md §4).
+
+    The results are NumPy arrays of the weights' dtype; input and h0 must have that dtype (a
+    TypeError says otherwise). Dropout between layers is a training feature and is not applied,
+    as in ``module.eval()``.
+
+    Attributes
+    ----------
+    layers : list of fastgru.GRUSequence
+        One prepared op per layer, direction "bidirectional" when the GRU is, linear_before_reset=True.
+    num_layers, hidden_size, input_size : int
+    bidirectional, batch_first : bool
+    dtype : numpy.dtype
+    """
+
+    def __init__(self, layers, *, batch_first, bidirectional):
+        self.layers = layers
+        self.batch_first = batch_first
+        self.bidirectional = bidirectional
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.layers[0].hidden_size
+
+    @property
+    def input_size(self) -> int:
+        return self.layers[0].input_size
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.layers[0].dtype
+
+    def __call__(self, input, h0=None, *, lengths=None):  # noqa: A002 - torch's name
+        x = to_numpy(input)
+        if x.ndim not in (2, 3):
+            order = "batch, seq_len" if self.batch_first else "seq_len, batch"
+            raise FastGRUError(f"TorchGRU: input has rank {x.ndim} (shape {x.shape}); expected ({order}, "
+                               f"input_size={self.input_size}), or (seq_len, input_size) unbatched")
+        unbatched = x.ndim == 2
+        if unbatched:
+            x = x[None]
+        elif not self.batch_first:
+            x = x.transpose(1, 0, 2)
+        n, s = x.shape[:2]
+        d, hidden = 1 + self.bidirectional, self.hidden_size
+        h0 = self._initial_state(h0, n, unbatched)
+        if lengths is None:
+            lengths = np.full(n, s, dtype=np.int64)
+        else:
+            lengths = to_numpy(lengths)
+            if unbatched and lengths.ndim == 0:
+                lengths = lengths[None]
+        states = []
+        for k, op in enumerate(self.layers):
+            y, ho = op(x, h0[:, k * d:(k + 1) * d], lengths)
+            x = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): directions side by side
+            states.append(ho)
+        h_n = np.concatenate(states, axis=1).transpose(1, 0, 2)  # (N, layers*D, H) -> (layers*D, N, H)
+        if unbatched:
+            return x[0], np.ascontiguousarray(h_n[:, 0])
+        output = x if self.batch_first else x.transpose(1, 0, 2)
+        return np.ascontiguousarray(output), np.ascontiguousarray(h_n)
+
+    def _initial_state(self, h0, n, unbatched):
+        """h0 as (N, layers*D, H), or zeros when None."""
+        rows = self.num_layers * (1 + self.bidirectional)
+        if h0 is None:
+            return np.zeros((n, rows, self.hidden_size), dtype=self.dtype)
+        h0 = to_numpy(h0)
+        expected = (rows, self.hidden_size) if unbatched else (rows, n, self.hidden_size)
+        if h0.shape != expected:
+            what = "(num_layers*num_directions" + ("" if unbatched else ", batch") + ", hidden_size)"
+            raise FastGRUError(f"TorchGRU: h0 has shape {h0.shape}; expected {what} = {expected}")
+        return h0[None] if unbatched else h0.transpose(1, 0, 2)
+
+    def __repr__(self):
+        return (f"TorchGRU(input_size={self.input_size}, hidden_size={self.hidden_size}, "
+                f"num_layers={self.num_layers}, bidirectional={self.bidirectional}, "
+                f"batch_first={self.batch_first}, dtype={self.dtype.name})")
+
+
+def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGRU:
+    """A ``torch.nn.GRU``, or its state_dict, as a :class:`TorchGRU` running on fastgru's kernels.
+
+    Parameters
+    ----------
+    module_or_state_dict : torch.nn.GRU, torch.nn.Module or Mapping
+        A GRU (any num_layers, bidirectional, batch_first, bias); a module holding exactly one GRU
+        among its submodules; or a state_dict: a mapping of the GRU's parameter names
+        (``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, with a
+        ``_reverse`` suffix for the second direction) to tensors or arrays, from which num_layers,
+        bidirectional, hidden_size, input_size and bias are inferred (no torch needed).
+    batch_first : bool, optional
+        The input layout. Default: the module's own, False for a state_dict (torch's default).
+    dtype : numpy dtype, optional
+        The dtype of the ops (float16, float32, float64 or bfloat16). Default: the weights' dtype.
+
+    Returns
+    -------
+    TorchGRU
+        ``output, h_n = gru(input, h0=None, lengths=None)``, as ``torch.nn.GRU.forward`` in eval
+        mode; ``gru.layers`` are the prepared :class:`fastgru.GRUSequence` ops, one per layer.
+
+    Raises
+    ------
+    FastGRUError
+        A module without a GRU, or with several; a GRU with proj_size; a state_dict with an unknown
+        or missing key, or a weight of the wrong shape (the message names the key).
+    TypeError
+        Weights of different dtypes, or not floating point.
+
+    Examples
+    --------
+    >>> import numpy as np, fastgru
+    >>> rng = np.random.default_rng(0)
+    >>> H, I = 4, 3                      # weights as torch.nn.GRU(3, 4, bidirectional=True) names them
+    >>> state = {f"{name}_l0{sfx}": rng.uniform(-0.5, 0.5, shape).astype(np.float32)
+    ...          for sfx in ("", "_reverse")
+    ...          for name, shape in [("weight_ih", (3 * H, I)), ("weight_hh", (3 * H, H)),
+    ...                              ("bias_ih", (3 * H,)), ("bias_hh", (3 * H,))]}
+    >>> gru = fastgru.from_torch(state, batch_first=True)
+    >>> gru
+    TorchGRU(input_size=3, hidden_size=4, num_layers=1, bidirectional=True, batch_first=True, dtype=float32)
+    >>> output, h_n = gru(rng.standard_normal((2, 5, I), dtype=np.float32))
+    >>> output.shape, h_n.shape
+    ((2, 5, 8), (2, 2, 4))
+    """
+    source, state = _state_dict(module_or_state_dict)
+    if isinstance(source, Mapping):
+        batch_first = bool(batch_first) if batch_first is not None else False
+    else:
+        if batch_first is not None and bool(batch_first) != source.batch_first:
+            raise FastGRUError(f"from_torch: batch_first={batch_first!r} but the module has "
+                               f"batch_first={source.batch_first}; leave it out to use the module's")
+        batch_first = source.batch_first
+    arrays = {key: to_numpy(value) for key, value in state.items()}
+    num_layers, bidirectional, bias = _structure(arrays)
+    dtype = _common_dtype(arrays, dtype)
+    hidden = _hidden_size(arrays["weight_hh_l0"])
+    layers = []
+    for k in range(num_layers):
+        suffixes = ("", "_reverse") if bidirectional else ("",)
+        # layer 0 reads the input, of weight_ih_l0's size; layer k > 0 both directions of layer k - 1
+        first = arrays["weight_ih_l0"]
+        inputs = (1 + bidirectional) * hidden if k > 0 else first.shape[-1] if first.ndim == 2 else None
+        W, R, B = [], [], []
+        for sfx in suffixes:
+            w_ih, w_hh = arrays[f"weight_ih_l{k}{sfx}"], arrays[f"weight_hh_l{k}{sfx}"]
+            _check_shape(f"weight_ih_l{k}{sfx}", w_ih, (3 * hidden, inputs),
+                         ("3*hidden_size", "input_size" if k == 0 else "num_directions*hidden_size"))
+            _check_shape(f"weight_hh_l{k}{sfx}", w_hh, (3 * hidden, hidden), ("3*hidden_size", "hidden_size"))
+            W.append(_zrh(w_ih))
+            R.append(_zrh(w_hh))
+            if bias:
+                b_ih, b_hh = arrays[f"bias_ih_l{k}{sfx}"], arrays[f"bias_hh_l{k}{sfx}"]
+                _check_shape(f"bias_ih_l{k}{sfx}", b_ih, (3 * hidden,), ("3*hidden_size",))
+                _check_shape(f"bias_hh_l{k}{sfx}", b_hh, (3 * hidden,), ("3*hidden_size",))
+                B.append(_torch_bias(b_ih.astype(dtype), b_hh.astype(dtype)))
+            else:
+                B.append(np.zeros(4 * hidden, dtype=dtype))
+        with about(f"from_torch: layer {k}"):
+            layers.append(GRUSequence(np.stack(W).astype(dtype), np.stack(R).astype(dtype), np.stack(B),
+                                      direction="bidirectional" if bidirectional else "forward",
+                                      linear_before_reset=True))
+    return TorchGRU(layers, batch_first=batch_first, bidirectional=bidirectional)
+
+
+def _state_dict(obj):
+    """(the GRU module or the mapping, its state_dict)."""
+    if isinstance(obj, Mapping):
+        return obj, obj
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not isinstance(obj, torch.nn.Module):
+        raise TypeError(f"from_torch: got {type(obj).__name__}; expected a torch.nn.GRU, a module holding "
+                        "one, or a GRU's state_dict (a mapping of parameter names to tensors or arrays)")
+    if not isinstance(obj, torch.nn.GRU):
+        found = [name for name, m in obj.named_modules() if isinstance(m, torch.nn.GRU)]
+        if not found:
+            raise FastGRUError(f"from_torch: {type(obj).__name__} is not a torch.nn.GRU and holds none")
+        if len(found) > 1:
+            raise FastGRUError(f"from_torch: {type(obj).__name__} holds {len(found)} torch.nn.GRU modules "
+                               f"({', '.join(found)}); pass the one to convert, e.g. model.{found[0]}")
+        obj = obj.get_submodule(found[0])
+    if getattr(obj, "proj_size", 0):
+        raise FastGRUError(f"from_torch: proj_size={obj.proj_size} is not supported (a GRU has no projection)")
+    return obj, obj.state_dict()
+
+
+def _structure(arrays):
+    """(num_layers, bidirectional, bias) from the keys; every key known, none missing."""
+    found = {}
+    for key in arrays:
+        match = _KEY.fullmatch(key) if isinstance(key, str) else None
+        if match is None:
+            what, hint = "", ""
+            if isinstance(key, str) and "weight_hr" in key:
+                what = " (an LSTM's projection, proj_size: torch.nn.GRU has none)"
+            elif isinstance(key, str) and _KEY.search(key):
+                prefix = key[:_KEY.search(key).start()]
+                hint = (f". For a GRU inside a larger model, keep its entries without the prefix: "
+                        f"{{k.removeprefix({prefix!r}): v for k, v in state.items() if k.startswith({prefix!r})}}")
+            raise FastGRUError(f"from_torch: state_dict key {key!r} is not a GRU parameter{what}; "
+                               f"expected {_EXPECTED_KEYS}{hint}")
+        found[key] = (match[1], int(match[2]), bool(match[3]))
+    if not found:
+        raise FastGRUError(f"from_torch: the state_dict is empty; expected {_EXPECTED_KEYS}")
+    num_layers = max(k for _, k, _ in found.values()) + 1
+    bidirectional = any(rev for _, _, rev in found.values())
+    bias = any(name.startswith("bias") for name, _, _ in found.values())
+    names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if bias else ())
+    for k in range(num_layers):
+        for sfx in ("", "_reverse") if bidirectional else ("",):
+            for name in names:
+                if f"{name}_l{k}{sfx}" not in arrays:
+                    why = (f"num_layers={num_layers} from {max(found, key=lambda key: found[key][1])!r}, "
+                           f"bidirectional={bidirectional}, bias={bias}")
+                    raise FastGRUError(f"from_torch: state_dict has no {name}_l{k}{sfx} ({why})")
+    return num_layers, bidirectional, bias
+
+
+def _common_dtype(arrays, dtype):
+    """The ops' dtype: ``dtype`` if given, else the one floating dtype of all the weights."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    first = None
+    for key, array in arrays.items():
+        if first is None:
+            first = (key, array.dtype)
+        elif array.dtype != first[1]:
+            raise TypeError(f"from_torch: {key} is {array.dtype.name} but {first[0]} is {first[1].name}; "
+                            "the weights must share one dtype (or pass dtype=)")
+    return first[1]
+
+
+def _hidden_size(w_hh):
+    """hidden_size from weight_hh_l0, (3*hidden_size, hidden_size)."""
+    if w_hh.ndim != 2 or w_hh.shape[1] == 0 or w_hh.shape[0] != 3 * w_hh.shape[1]:
+        hint = " (an LSTM's weights have 4*hidden_size rows)" if w_hh.ndim == 2 and w_hh.shape[0] == 4 * w_hh.shape[
+            1] else ""
+        raise FastGRUError(f"from_torch: weight_hh_l0 has shape {w_hh.shape}; expected (3*hidden_size, hidden_size) "
+                           f"with hidden_size > 0{hint}")
+    return w_hh.shape[1]
+
+
+def _check_shape(key, array, expected, symbols):
+    """``array.shape == expected`` (None: any size), else an error naming the key and the sizes."""
+    if array.ndim == len(expected) and all(e is None or a == e for a, e in zip(array.shape, expected)):
+        return
+    text = ", ".join(s if e is None else f"{s}={e}" for s, e in zip(symbols, expected))
+    lstm = array.ndim and array.shape[0] == 4 * expected[0] // 3
+    hint = " (an LSTM's weights have 4*hidden_size rows)" if lstm else ""
+    comma = "," if len(expected) == 1 else ""
+    raise FastGRUError(f"from_torch: {key} has shape {array.shape}; expected ({text}{comma}), hidden_size from "
+                       f"weight_hh_l0{hint}")
+
+
+def _zrh(rzn):
+    """Gate rows r, z, n (torch) as z, r, h (OpenVINO)."""
+    r, z, n = np.split(rzn, 3)
+    return np.concatenate([z, r, n])
+
+
+def _torch_bias(b_ih, b_hh):
+    """[b_iz + b_hz, b_ir + b_hr, b_in, b_hn]: linear_before_reset's B (SPEC.md §3)."""
+    (r_i, z_i, n_i), (r_h, z_h, n_h) = np.split(b_ih, 3), np.split(b_hh, 3)
+    return np.concatenate([z_i + z_h, r_i + r_h, n_i, n_h])

@@ -1,0 +1,402 @@
+"""fastgru.from_onnx against ONNX Runtime and the ONNX backend's own GRU node tests.
+
+ONNX Runtime's CPU GRU runs layout 0 only ("Batchwise recurrent operations (layout == 1) are not
+supported"): a layout-1 model is compared with ONNX Runtime running the same node in layout 0 on
+transposed data, and with the backend test test_gru_batchwise. The largest |fastgru - runtime| is
+printed after the module.
+"""
+
+import importlib
+import math
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+try:  # tests/ is on sys.path under pytest's default (prepend) import mode
+    from import_helpers import Deviations, ragged_lengths, uniform
+except ImportError:  # tests/ as a package
+    from tests.import_helpers import Deviations, ragged_lengths, uniform
+
+import fastgru  # noqa: E402
+from fastgru import FastGRUError  # noqa: E402
+
+DEVIATIONS = Deviations("fastgru vs ONNX Runtime / the ONNX backend test data")
+deviation_summary = DEVIATIONS.fixture()
+
+N, S, I, H = 4, 6, 3, 5
+_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE}
+
+
+def gru_model(W, R, B=None, *, layout=None, with_lens=False, with_h0=False, outputs=("Y", "Y_h"), weights="initializer",
+              opset=22, **attrs):
+    """A model with one GRU node: graph inputs X (and sequence_lens, initial_h when asked), W, R, B
+    as initializers (``weights="initializer"``), Constant nodes ("constant") or graph inputs ("input");
+    ``layout`` and the other keywords are the node's attributes."""
+    dtype = np.dtype(W.dtype)
+    elem = _ELEM[dtype]
+    names = ["X", "W", "R", "B" if B is not None else "", "sequence_lens" if with_lens else "",
+             "initial_h" if with_h0 else ""]
+    while names[-1] == "":
+        names.pop()
+    if layout is not None:  # an attribute since opset 14
+        attrs["layout"] = layout
+    attrs.setdefault("hidden_size", R.shape[-1])  # ONNX Runtime requires it
+    node = helper.make_node("GRU", names, list(outputs), name="gru", **attrs)
+    graph_inputs = [helper.make_tensor_value_info("X", elem, None)]
+    if with_lens:
+        graph_inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, None))
+    if with_h0:
+        graph_inputs.append(helper.make_tensor_value_info("initial_h", elem, None))
+    tensors = [numpy_helper.from_array(a, name) for name, a in (("W", W), ("R", R), ("B", B)) if a is not None]
+    nodes, initializers = [node], []
+    if weights == "initializer":
+        initializers = tensors
+    elif weights == "constant":
+        nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in tensors] + nodes
+    else:
+        graph_inputs += [helper.make_tensor_value_info(t.name, elem, list(t.dims)) for t in tensors]
+    graph_outputs = [helper.make_tensor_value_info(name, elem, None) for name in outputs if name]
+    graph = helper.make_graph(nodes, "gru_graph", graph_inputs, graph_outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def random_weights(rng, *, direction="forward", dtype=np.float32, hidden_size=H, input_size=I):
+    d = 2 if direction == "bidirectional" else 1
+    scale = 1 / math.sqrt(hidden_size) + 0.5
+    return (uniform(rng, (d, 3 * hidden_size, input_size), scale, dtype),
+            uniform(rng, (d, 3 * hidden_size, hidden_size), scale, dtype),
+            uniform(rng, (d, 6 * hidden_size), 0.5, dtype))
+
+
+# ----------------------------------------------------------------------------------- ONNX Runtime
+
+
+def run_ort(model, feeds):
+    ort = pytest.importorskip("onnxruntime")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def ort_oracle(W, R, B, feeds, *, layout, **kwargs):
+    """ONNX Runtime's (Y, Y_h); layout 1 runs as layout 0 on transposed data, transposed back."""
+    if layout == 0:
+        return run_ort(gru_model(W, R, B, layout=0, **kwargs), feeds)
+    feeds = dict(feeds, X=feeds["X"].transpose(1, 0, 2))
+    if "initial_h" in feeds:
+        feeds["initial_h"] = np.ascontiguousarray(feeds["initial_h"].transpose(1, 0, 2))
+    Y, Y_h = run_ort(gru_model(W, R, B, layout=0, **kwargs), feeds)
+    return Y.transpose(2, 0, 1, 3), Y_h.transpose(1, 0, 2)
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+@pytest.mark.parametrize("extras", ["plain", "clip+lens", "h0", "clip+lens+h0"])
+def test_random_models_match_onnxruntime(layout, direction, linear_before_reset, extras, tmp_path):
+    rng = np.random.default_rng([layout, len(direction), linear_before_reset, len(extras)])
+    W, R, B = random_weights(rng, direction=direction)
+    d = W.shape[0]
+    kwargs = {"with_lens": "lens" in extras, "with_h0": "h0" in extras, "direction": direction,
+              "linear_before_reset": linear_before_reset, "hidden_size": H}
+    if "clip" in extras:
+        kwargs["clip"] = 0.7
+    X = rng.standard_normal((S, N, I) if layout == 0 else (N, S, I)).astype(np.float32)
+    feeds = {"X": X}
+    if kwargs["with_lens"]:
+        feeds["sequence_lens"] = ragged_lengths(rng, N, S).astype(np.int32)
+    if kwargs["with_h0"]:
+        feeds["initial_h"] = rng.standard_normal((d, N, H) if layout == 0 else (N, d, H)).astype(np.float32)
+    path = tmp_path / "gru.onnx"
+    onnx.save(gru_model(W, R, B, layout=layout, **kwargs), path)
+
+    gru = fastgru.from_onnx(path)
+    got = gru(**feeds)
+    want = ort_oracle(W, R, B, feeds, layout=layout, **kwargs)
+    DEVIATIONS.check(f"onnxruntime layout {layout}", got, want)
+
+
+@pytest.mark.parametrize("activations", [["Tanh", "Relu"], ["Relu", "Sigmoid", "Relu", "Sigmoid"],
+                                         ["sigmoid", "tanh"]])
+def test_activations_match_onnxruntime(activations):
+    rng = np.random.default_rng(len(activations))
+    direction = "bidirectional" if len(activations) == 4 else "forward"
+    W, R, B = random_weights(rng, direction=direction)
+    W, R = W * 0.5, R * 0.5  # relu as f or g grows without bound when the weights are large
+    model = gru_model(W, R, B, direction=direction, activations=activations, hidden_size=H)
+    feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
+    DEVIATIONS.check("onnxruntime layout 0", fastgru.from_onnx(model)(**feeds), run_ort(model, feeds))
+
+
+def test_float64_and_opset7_without_bias_match_the_onnx_reference():
+    # ONNX Runtime: "GRU operator does not support double yet"; onnx's own ReferenceEvaluator runs
+    # it in float64 (it ignores sequence_lens, clip and activations, which this model leaves out).
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(64)
+    W, R, _ = random_weights(rng, dtype=np.float64, direction="bidirectional")
+    model = gru_model(W, R, direction="bidirectional", opset=7)
+    feeds = {"X": rng.standard_normal((S, N, I))}
+    gru = fastgru.from_onnx(model)
+    assert gru.dtype == np.float64
+    want = ReferenceEvaluator(model).run(None, feeds)
+    DEVIATIONS.check("onnx.reference float64", gru(**feeds), want, tolerance=(1e-12, 1e-13))
+
+
+def test_weights_as_constant_nodes_and_external_data(tmp_path):
+    rng = np.random.default_rng(3)
+    W, R, B = random_weights(rng)
+    X = rng.standard_normal((S, N, I)).astype(np.float32)
+    want = fastgru.from_onnx(gru_model(W, R, B))(X)
+    got = fastgru.from_onnx(gru_model(W, R, B, weights="constant"))(X)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    path = tmp_path / "external.onnx"
+    onnx.save_model(gru_model(W, R, B), os.fspath(path), save_as_external_data=True, location="weights.bin",
+                    size_threshold=0)
+    assert (tmp_path / "weights.bin").exists()
+    for g, w in zip(fastgru.from_onnx(path)(X), want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_initializers_listed_as_graph_inputs_and_opset3():
+    """Older exporters list the initializers among the graph inputs too (IR version < 4); GRU-3
+    (which ONNX Runtime no longer runs) has output_sequence, which changes no value."""
+    rng = np.random.default_rng(11)
+    W, R, B = random_weights(rng, direction="reverse")
+    model = gru_model(W, R, B, direction="reverse", opset=7)
+    model.graph.input.extend(helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims))
+                             for t in model.graph.initializer)
+    feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
+    got = fastgru.from_onnx(model)(**feeds)
+    DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, feeds))
+    opset3 = fastgru.from_onnx(gru_model(W, R, B, direction="reverse", opset=3, output_sequence=1))(**feeds)
+    for g, w in zip(opset3, got, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_constant_sequence_lens_and_initial_h_are_the_call_defaults():
+    rng = np.random.default_rng(4)
+    W, R, B = random_weights(rng)
+    lens = np.array([6, 0, 3, 1], dtype=np.int32)
+    h0 = rng.standard_normal((1, N, H)).astype(np.float32)
+    model = gru_model(W, R, B)
+    model.graph.node[0].input.extend(["lens", "h0"])
+    model.graph.initializer.extend([numpy_helper.from_array(lens, "lens"), numpy_helper.from_array(h0, "h0")])
+    X = rng.standard_normal((S, N, I)).astype(np.float32)
+    got = fastgru.from_onnx(model)(X)
+    want = fastgru.from_onnx(gru_model(W, R, B))(X, lens, h0)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, {"X": X}))
+
+
+def test_the_object_exposes_the_prepared_op():
+    rng = np.random.default_rng(5)
+    W, R, B = random_weights(rng, direction="bidirectional")
+    gru = fastgru.from_onnx(gru_model(W, R, B, direction="bidirectional", linear_before_reset=1, layout=1))
+    assert isinstance(gru.op, fastgru.GRUSequence)
+    assert (gru.layout, gru.direction, gru.hidden_size, gru.input_size, gru.node_name) == (1, "bidirectional", H, I,
+                                                                                           "gru")
+    assert gru.op.spec.linear_before_reset
+    assert repr(gru).startswith("OnnxGRU(node_name='gru', layout=1")
+    X = rng.standard_normal((N, S, I)).astype(np.float32)
+    Y, Y_h = gru(X)
+    Y_op, Ho_op = gru.op(X, np.zeros((N, 2, H), np.float32), np.full(N, S))
+    np.testing.assert_array_equal(Y, Y_op.transpose(0, 2, 1, 3))
+    np.testing.assert_array_equal(Y_h, Ho_op)
+
+
+# ------------------------------------------------------------------------ the ONNX backend test data
+
+
+def load_case_dir(path):
+    """(name, model, inputs, outputs) of one backend test directory: model.onnx and
+    test_data_set_0/{input,output}_<i>.pb."""
+    data = os.path.join(path, "test_data_set_0")
+
+    def tensors(kind):
+        count = sum(f.startswith(kind + "_") for f in os.listdir(data))
+        return [numpy_helper.to_array(onnx.load_tensor(os.path.join(data, f"{kind}_{i}.pb"))) for i in range(count)]
+
+    return os.path.basename(path), onnx.load(os.path.join(path, "model.onnx")), tensors("input"), tensors("output")
+
+
+def backend_cases():
+    """(name, model, inputs, outputs) of the onnx package's GRU node tests: the files of
+    onnx/backend/test/data/node/test_gru_* when the package ships them, else the same cases made
+    by their generator, onnx/backend/test/case/node/gru.py (recent wheels ship only the generator)."""
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    names = sorted(n for n in os.listdir(root) if n.startswith("test_gru_")) if os.path.isdir(root) else []
+    if names:
+        return [load_case_dir(os.path.join(root, name)) for name in names]
+    node_cases = importlib.import_module("onnx.backend.test.case.node")
+    importlib.import_module("onnx.backend.test.case.node.gru")  # defining its class runs the exports
+    return [(c.name, c.model, *c.data_sets[0]) for c in node_cases._NodeTestCases
+            if c.name.startswith("test_gru_") and not c.name.endswith("_expanded")]
+
+
+BACKEND_CASES = backend_cases()
+
+
+def test_the_backend_cases_are_found(tmp_path):
+    assert {"test_gru_defaults", "test_gru_seq_length", "test_gru_with_initial_bias",
+            "test_gru_batchwise"} <= {c[0] for c in BACKEND_CASES}
+    # the files' format, as onnx/backend/test/data/node holds them, reads back to the same case
+    name, model, inputs, outputs = BACKEND_CASES[0]
+    (tmp_path / name / "test_data_set_0").mkdir(parents=True)
+    onnx.save(model, tmp_path / name / "model.onnx")
+    for kind, arrays in (("input", inputs), ("output", outputs)):
+        for i, a in enumerate(arrays):
+            onnx.save_tensor(numpy_helper.from_array(a), tmp_path / name / "test_data_set_0" / f"{kind}_{i}.pb")
+    loaded = load_case_dir(os.fspath(tmp_path / name))
+    assert loaded[0] == name and loaded[1] == model
+    for got, want in zip(loaded[2] + loaded[3], inputs + outputs, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def with_initializers(model, values):
+    """The model with the GRU's W, R, B moved from graph inputs to initializers of the given values."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    node = model.graph.node[0]
+    weights = dict(zip(node.input[1:4], values[1:4]))
+    kept = [i for i in model.graph.input if i.name not in weights]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items() if k)
+    return model
+
+
+@pytest.mark.parametrize("case", BACKEND_CASES, ids=[c[0] for c in BACKEND_CASES])
+def test_onnx_backend_gru_node_tests(case, tmp_path):
+    name, model, inputs, outputs = case
+    node = model.graph.node[0]
+    with pytest.raises(FastGRUError, match=r"W is 'W', a graph input; fastgru needs constant weights"):
+        fastgru.from_onnx(model)
+    values = dict(zip([n for n in node.input if n], inputs))
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(with_initializers(model, [values.get(n) for n in node.input]), path)
+    gru = fastgru.from_onnx(path)
+    call = {k: values[k] for k in ("sequence_lens", "initial_h") if k in values}
+    results = dict(zip(("Y", "Y_h"), gru(values[node.input[0]], **call)))
+    got = [results[kind] for kind, out in zip(("Y", "Y_h"), node.output) if out]
+    DEVIATIONS.check("onnx backend test data", got, outputs)
+
+
+# -------------------------------------------------------------------------------------------- errors
+
+
+def test_a_model_without_a_gru_node():
+    graph = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    with pytest.raises(FastGRUError, match=r"from_onnx: the graph has no GRU node \(its nodes: Relu\)"):
+        fastgru.from_onnx(helper.make_model(graph))
+
+
+def two_grus(rng):
+    W, R, B = random_weights(rng)
+    model = gru_model(W, R, B)
+    second = helper.make_node("GRU", ["Y_h_in", "W", "R", "B"], ["Y2", "Y_h2"], name="second", hidden_size=H)
+    model.graph.node.append(second)
+    return model
+
+
+def test_several_gru_nodes_need_a_name():
+    model = two_grus(np.random.default_rng(6))
+    with pytest.raises(FastGRUError, match=r"has 2 GRU nodes: 'gru' \(outputs Y, Y_h\); 'second' \(outputs Y2, "
+                                           r"Y_h2\); pass node_name="):
+        fastgru.from_onnx(model)
+    assert fastgru.from_onnx(model, "second").node_name == "second"
+    assert fastgru.from_onnx(model, node_name="Y_h").node_name == "gru"  # an output name selects too
+    with pytest.raises(FastGRUError, match=r"no GRU node named 'third'; the GRU nodes are 'gru'"):
+        fastgru.from_onnx(model, "third")
+
+
+def test_weights_from_a_graph_input_or_another_node():
+    rng = np.random.default_rng(7)
+    W, R, B = random_weights(rng)
+    with pytest.raises(FastGRUError, match=r"GRU node 'gru': W is 'W', a graph input; fastgru needs constant "
+                                           r"weights \(initializers or Constant nodes\)"):
+        fastgru.from_onnx(gru_model(W, R, B, weights="input"))
+    model = gru_model(W, R, B)
+    model.graph.node[0].input[2] = "R_t"
+    model.graph.node.insert(0, helper.make_node("Transpose", ["R_raw"], ["R_t"], name="tr"))
+    with pytest.raises(FastGRUError, match=r"R is 'R_t', the output of node 'tr' \(Transpose\); fastgru needs "
+                                           r"constant weights"):
+        fastgru.from_onnx(model)
+    model.graph.node[-1].input[2] = "nowhere"
+    with pytest.raises(FastGRUError, match=r"R is 'nowhere', not defined in the graph"):
+        fastgru.from_onnx(model)
+
+
+@pytest.mark.parametrize("attrs, error, message", [
+    ({"activations": ["HardSigmoid", "Tanh"]}, NotImplementedError,
+     r"activations\[0\] is 'HardSigmoid'; fastgru implements Sigmoid, Tanh and Relu"),
+    ({"activations": ["Sigmoid", "Affine"]}, NotImplementedError, r"activations\[1\] is 'Affine'"),
+    ({"activations": ["Sigmoid", "Tanh", "Sigmoid", "Relu"], "direction": "bidirectional"}, NotImplementedError,
+     r"activations \['Sigmoid', 'Tanh', 'Sigmoid', 'Relu'\] give the two directions different functions; fastgru "
+     r"runs both directions with one pair"),
+    ({"activations": ["Sigmoid", "Tanh"], "direction": "bidirectional"}, FastGRUError,
+     r"activations is \['Sigmoid', 'Tanh'\]; expected 4 names \(f and g for each direction\)"),
+    ({"clip": 0.0}, FastGRUError, r"clip is 0.0; ONNX clips to \[-clip, clip\] and needs clip > 0"),
+    ({"clip": -1.0}, FastGRUError, r"clip is -1.0"),
+    ({"layout": 2}, FastGRUError, r"layout is 2; expected 0 \(time-major\) or 1 \(batch-major\)"),
+    ({"linear_before_reset": 2}, FastGRUError, r"linear_before_reset is 2; expected 0 or 1"),
+    ({"direction": "backward"}, FastGRUError, r"direction is 'backward'; expected 'forward', 'reverse'"),
+    ({"input_forget": 1}, NotImplementedError, r"attribute 'input_forget' is not one of ONNX GRU's"),
+    ({"hidden_size": 7}, FastGRUError, r"B has shape \(1, 30\); expected \(num_directions=1, "
+                                       r"6\*hidden_size=42\)"),
+])
+def test_attribute_errors(attrs, error, message):
+    rng = np.random.default_rng(8)
+    direction = "bidirectional" if attrs.get("direction") == "bidirectional" else "forward"
+    W, R, B = random_weights(rng, direction=direction)
+    with pytest.raises(error, match=f"^from_onnx: GRU node 'gru': {message}"):
+        fastgru.from_onnx(gru_model(W, R, B, **attrs))
+
+
+def test_weight_shape_errors_name_the_node():
+    rng = np.random.default_rng(9)
+    W, R, B = random_weights(rng)
+    with pytest.raises(FastGRUError, match=r"^from_onnx: GRU node 'gru': GRUSequence: W has shape \(1, 15, 3\); "
+                                           r"expected \(num_directions=2"):
+        fastgru.from_onnx(gru_model(W, R, np.concatenate([B, B]), direction="bidirectional"))
+    with pytest.raises(FastGRUError, match=r"GRU node 'gru': B has shape \(1, 29\); expected \(num_directions=1, "
+                                           r"6\*hidden_size=30\)"):
+        fastgru.from_onnx(gru_model(W, R, B[:, 1:]))
+    with pytest.raises(TypeError, match=r"GRU node 'gru': GRUSequence: R is float64 but W is float32"):
+        fastgru.from_onnx(gru_model(W, R.astype(np.float64), B))
+
+
+def test_not_a_model():
+    with pytest.raises(TypeError, match=r"from_onnx: got dict; expected an onnx.ModelProto or the path"):
+        fastgru.from_onnx({})
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_call_errors_use_onnx_shapes(layout):
+    rng = np.random.default_rng(10)
+    W, R, B = random_weights(rng, direction="bidirectional")
+    gru = fastgru.from_onnx(gru_model(W, R, B, direction="bidirectional", layout=layout))
+    order = "seq_length, batch_size" if layout == 0 else "batch_size, seq_length"
+    with pytest.raises(FastGRUError, match=rf"OnnxGRU: X has rank 2 \(shape \(6, 3\)\); expected \({order}, "
+                                           rf"input_size=3\) \(layout={layout}\)"):
+        gru(np.zeros((6, 3), np.float32))
+    X = np.zeros((S, N, I) if layout == 0 else (N, S, I), np.float32)
+    what = "num_directions, batch_size" if layout == 0 else "batch_size, num_directions"
+    expected = r"\(2, 4, 5\)" if layout == 0 else r"\(4, 2, 5\)"
+    with pytest.raises(FastGRUError, match=rf"initial_h has shape \(1, 4, 5\); expected \({what}, hidden_size\) = "
+                                           rf"{expected}"):
+        gru(X, initial_h=np.zeros((1, 4, 5), np.float32))
+    with pytest.raises(FastGRUError, match=r"GRUSequence: sequence_lengths\[0\] is 7; expected 0 <= sequence_lengths "
+                                           r"<= seq_length=6"):
+        gru(X, sequence_lens=np.array([7, 1, 1, 1]))
+    with pytest.raises(TypeError, match=r"GRUSequence: X is float64 but the op's W is float32"):
+        gru(X.astype(np.float64))
