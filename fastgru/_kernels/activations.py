@@ -13,6 +13,7 @@ from numba import types
 from numba.extending import overload
 
 from .._config import kernel
+from .memory import load, store
 
 RELU, SIGMOID, TANH = 0, 1, 2
 CODES = {"relu": RELU, "sigmoid": SIGMOID, "tanh": TANH}
@@ -78,25 +79,25 @@ def _sigmoid_impl(x):
 
 
 @kernel()
-def activate(v, code):
-    """Apply activation ``code`` to ``v`` in place; one loop per code so that each vectorises."""
+def activate(v, lo, hi, code):
+    """Apply activation ``code`` to v[lo:hi] in place; one loop per code so that each vectorises."""
     if code == SIGMOID:
-        for j in range(v.shape[0]):
-            v[j] = sigmoid(v[j])
+        for j in range(lo, hi):
+            store(v, j, sigmoid(load(v, j)))
     elif code == TANH:
-        for j in range(v.shape[0]):
-            v[j] = tanh(v[j])
+        for j in range(lo, hi):
+            store(v, j, tanh(load(v, j)))
     else:
-        for j in range(v.shape[0]):
+        for j in range(lo, hi):
             # relu, written so that NaN stays NaN (NaN < 0 is False).
-            if v[j] < 0:
-                v[j] = 0
+            x = load(v, j)
+            store(v, j, 0 if x < 0 else x)
 
 
 @kernel()
-def clip(v, c):
-    """Clamp ``v`` to [-c, c] in place (SPEC.md §3); NaN passes through."""
-    for j in range(v.shape[0]):
-        x = v[j]
+def clip(v, lo, hi, c):
+    """Clamp v[lo:hi] to [-c, c] in place (SPEC.md §3); NaN passes through."""
+    for j in range(lo, hi):
+        x = load(v, j)
         x = c if x > c else x
-        v[j] = -c if x < -c else x
+        store(v, j, -c if x < -c else x)
