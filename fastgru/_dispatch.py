@@ -11,7 +11,7 @@ import threading
 import numba
 import numpy as np
 
-from ._kernels.gru import pack_panels, run_parallel, run_serial, run_split, scratch_size
+from ._kernels.gru import pack_weights, run_parallel, run_serial, run_split, scratch_size
 from ._kernels.microkernel import lanes
 from ._threading import release, reserve
 
@@ -39,11 +39,9 @@ SPLIT_FROM_STEPS = 16
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
-#: Constant kernel arguments, made once; the kernels only read them. They stay writeable all the
-#: same: Numba compiles a separate kernel for read-only arrays, and GRU and AUGRU calls (whose A
-#: is a fresh array) would then not share one.
-_REVERSED = {direction: np.array(flags, dtype=np.bool_) for direction, flags in
-             (("forward", [False]), ("reverse", [True]), ("bidirectional", [False, True]))}
+#: The kernels' att of a plain GRU, made once; the kernels only read it. It stays writeable all
+#: the same: Numba compiles a separate kernel for read-only arrays, and GRU and AUGRU calls (whose
+#: A is a fresh array) would then not share one.
 _NO_ATTENTION = {_F32: np.zeros((0, 0), dtype=_F32), _F64: np.zeros((0, 0), dtype=_F64)}
 
 
@@ -70,25 +68,22 @@ class Packed:
 
     def __init__(self, spec, W, R, B=None):
         ct = compute_dtype(spec.dtype)
-        h, d = spec.hidden_size, spec.num_directions
-        gates = 4 if spec.linear_before_reset else 3
+        h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
+        B = np.zeros((d, 3 * h), dtype=ct) if B is None else kernel_array(B, ct).reshape(d, -1)
         self.spec = spec
         self.compute_dtype = ct
-        # Wᵀ and Rᵀ in panels of two vectors (_kernels/gru.py)
-        self.wp = pack_panels(kernel_array(W, ct).reshape(d, 3 * h, spec.input_size), 2 * lanes(ct))
-        self.rp = pack_panels(kernel_array(R, ct).reshape(d, 3 * h, h), 2 * lanes(ct))
-        self.bias = np.zeros((d, 4, h), dtype=ct)
-        if B is not None:
-            self.bias[:, :gates] = np.asarray(B).reshape(d, gates, h)
-        self.reversed = _REVERSED[spec.direction]
-        self.clip = ct.type(spec.clip)
+        self.weights = pack_weights(kernel_array(W, ct).reshape(d, 3 * h, i), kernel_array(R, ct).reshape(d, 3 * h, h),
+                                    B, 2 * lanes(ct))
+        # The kernels' scalar arguments, as Python ints and floats (_kernels/gru.py).
+        self._reverse = {"forward": 0, "reverse": 1, "bidirectional": 2}[spec.direction]
+        self._lbr, self._f, self._g, self._clip = int(spec.linear_before_reset), spec.f_code, spec.g_code, spec.clip
         self._no_att = _NO_ATTENTION[ct]
         self._cell = spec.layout == "cell"
         self._augru2d = spec.layout == "augru2d"
         self._native = spec.dtype == ct
-        self._directions, self._hidden, self._inputs = d, h, spec.input_size
-        self._lbr, self._f, self._g = spec.linear_before_reset, spec.f_code, spec.g_code
+        self._directions, self._hidden, self._inputs = d, h, i
         self._ones = np.ones(1, dtype=np.int64)
+        self._scratch_sizes = {}
 
     def compute(self, X, h0, lengths, att=None, out=None):
         """Run checked inputs; returns (Ho,) for the cell, else (Y, Ho), in T1 and the op's layout.
@@ -146,8 +141,8 @@ class Packed:
         n, s = X.shape[0], X.shape[1]
         d, h = self._directions, self._hidden
         att = self._no_att if att is None else kernel_array(att, self.compute_dtype).reshape(n, s)
-        args = (X, self.wp, self.rp, self.bias, h0, lengths, self.reversed, self._lbr, self.clip, self._f, self._g,
-                att, y, ho, keep)
+        args = (X, h0, lengths, att, y, ho, self.weights, self._reverse, self._lbr, self._f, self._g, self._clip,
+                int(keep))
         if path is None and 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS or path == "serial":
             hoist = self._hoist(n, s, 1)
             run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
@@ -163,7 +158,7 @@ class Packed:
             elif path == "parallel" or granted > 1 and n * d > 1:
                 blocks = min(n, -(-granted // d))
                 hoist = self._hoist(n, s, blocks)
-                run_parallel(*args, hoist, blocks, *self._scratch(-(-n // blocks), s, hoist, d * blocks))
+                run_parallel(*args, hoist, *self._scratch(-(-n // blocks), s, hoist, d * blocks), blocks)
             else:
                 hoist = self._hoist(n, s, 1)
                 run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
@@ -176,8 +171,14 @@ class Packed:
         """Float and int64 scratch for ``tasks`` kernel tasks of up to ``rows`` rows each: the calling
         thread's own buffers, grown when needed (KEEP_SCRATCH_BYTES)."""
         ct = self.compute_dtype
-        floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, ct.itemsize)
-        floats, ints = floats * tasks, ints * tasks
+        key = rows, s, hoist, tasks
+        sizes = self._scratch_sizes.get(key)
+        if sizes is None:
+            if len(self._scratch_sizes) >= 64:
+                self._scratch_sizes.clear()
+            floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, ct.itemsize)
+            sizes = self._scratch_sizes[key] = floats * tasks, ints * tasks
+        floats, ints = sizes
         if floats * ct.itemsize > KEEP_SCRATCH_BYTES:
             return np.empty(floats, dtype=ct), np.empty(ints, dtype=_I64)
         kept = _kept.__dict__
@@ -189,8 +190,8 @@ class Packed:
         return work, iwork
 
     def _hoist(self, n, s, blocks):
-        """Whether a task of ``n / blocks`` rows computes X·Wᵀ for all its steps first (HOIST_BYTES)."""
-        return -(-n // blocks) * s * 3 * self._hidden * self.compute_dtype.itemsize <= HOIST_BYTES
+        """1 if a task of ``n / blocks`` rows computes X·Wᵀ for all its steps first (HOIST_BYTES), else 0."""
+        return int(-(-n // blocks) * s * 3 * self._hidden * self.compute_dtype.itemsize <= HOIST_BYTES)
 
     def _ones_for(self, n):
         """sequence_lengths of ``n`` rows of one step: a view of ones kept across calls (a cell

@@ -308,11 +308,43 @@ def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activ
     ``layout`` names an entry of LAYOUTS. Attributes are checked first, then dtypes, shapes and
     finally the values of sequence_lengths. Sizes come from X (batch, steps, inputs; from W without
     X) and R or the hidden_size attribute (hidden).
+
+    Whether a call is valid depends only on its attributes, shapes and dtypes, and on the values
+    of sequence_lengths: a call like one seen before (``_SPECS``) checks only those values.
     """
-    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(
-        op, hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
+    attrs = (hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
+    key = _spec_key(op, layout, arrays, attrs)
+    spec = _SPECS.get(key)
+    if spec is not None:
+        if "sequence_lengths" in arrays:
+            check_lengths(op, arrays["sequence_lengths"], arrays["X"].shape[1] if "X" in arrays else None)
+        return spec
+    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(op, *attrs)
     dims, dtype = _check(op, layout, arrays, hidden_size, direction, lbr)
-    return Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
+    spec = Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
+    if key is not None:
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()
+        _SPECS[key] = spec
+    return spec
+
+
+#: Specs of valid calls by _spec_key, at most _SPECS_KEPT of them (then the memo starts afresh).
+_SPECS = {}
+_SPECS_KEPT = 256
+
+
+def _spec_key(op, layout, arrays, attrs):
+    """What a call's validity depends on, apart from the values of sequence_lengths: op, layout,
+    each input's name, shape and dtype (byte order included), and each attribute with its type
+    (so that 1.0 is not taken for a valid True). None when an attribute cannot be hashed."""
+    shapes = tuple([(name, a.shape, a.dtype) for name, a in arrays.items()])
+    values = tuple([(type(v), tuple(v) if type(v) is list else v) for v in attrs])
+    try:
+        hash(values)
+    except TypeError:
+        return None
+    return op, layout, shapes, values
 
 
 def validate_call(spec, arrays):

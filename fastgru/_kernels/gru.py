@@ -8,16 +8,22 @@ unit j at column g*H + j); NR is the panel width (two vectors, see microkernel.p
 compute dtype (float32 or float64) unless noted:
 
 X        : (N, S, I)      input data.
-wp, rp   : flat           Wᵀ and Rᵀ packed by ``pack_panels``: per direction, P panels holding,
-                          for every k, their NR columns' weights (zero past 3H), so products
-                          stream memory in order.
-bias     : (D, 4, H)      [Bz, Br, Bh, 0] (linear_before_reset False) or [Bz, Br, Wbh, Rbh].
 h0       : (N, D, H)      initial_hidden_state.
 lengths  : (N,) int64     sequence_lengths, already checked to lie in [0, S].
-reversed_: (D,) bool      whether direction d runs t = L-1, ..., 0.
 att      : (N, S)         AUGRU attention scores a; shape (0, 0) for plain GRU.
 y        : (N, D, S, H)   output, every element written (zero past each row's length).
 ho       : (N, D, H)      output, the state after the last computed step (zero for L = 0).
+weights  : flat           made by ``pack_weights``, 64-byte aligned: Wᵀ, then Rᵀ, in panels (per
+                          direction, P panels holding, for every k, their NR columns' weights,
+                          zero past 3H, so that products stream memory in order), then the bias
+                          (D, 4, H): [Bz, Br, Bh, 0] (linear_before_reset False) or [Bz, Br, Wbh, Rbh].
+reverse  : int            bit d set: direction d runs t = L-1, ..., 0.
+lbr, f_code, g_code, clip: linear_before_reset, the activation codes, clip (0: none).
+keep     : int            1: a row of length 0 keeps its initial state in ho (streams), else zero.
+hoist    : int            1: a task computes X·Wᵀ + bias for all its rows and steps first.
+
+Scalars are Python ints and floats: Numba types them faster than bools or NumPy scalars, and the
+kernel call is a fixed cost of every op call.
 
 Strategy. Each (direction, block of batch rows) is one task owned by one thread for all time
 steps: no synchronisation inside the time loop and one fork/join per call. A task first computes
@@ -129,7 +135,7 @@ def _product_rows(c, c0, ldc, a, a0, k_len, n, panels, base, p0, p1, nr):
 
 
 @kernel()
-def _project(x2, r0, n_rows, wp, bias, d, out, o0, ldc, a, a0, p0, p1):
+def _project(x2, r0, n_rows, weights, bias, d, out, o0, ldc, a, a0, p0, p1):
     """Rows i < n_rows of the projection: out[o0 + i*ldc + col] = [Bz, Br, Bh|Wbh][col] +
     x2[r0 + i]·Wᵀ[col] for the columns of panels p0..p1 (the padding past 3H zero).
     ``a`` holds min(n_rows, CHUNK_ROWS) packed rows of x2 (M, I) from a0."""
@@ -148,7 +154,7 @@ def _project(x2, r0, n_rows, wp, bias, d, out, o0, ldc, a, a0, p0, p1):
             for col in range(max(c0, 3 * n_hidden), c1):
                 store(out, row + col, 0)  # padding: computed, never read
         _pack(a, a0, x2, r0 + m0, n, n_inputs)
-        _product_rows(out, o0 + m0 * ldc + c0, ldc, a, a0, n_inputs, n, wp, wbase, p0, p1, nr)
+        _product_rows(out, o0 + m0 * ldc + c0, ldc, a, a0, n_inputs, n, weights, wbase, p0, p1, nr)
 
 
 @kernel()
@@ -175,9 +181,10 @@ def _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize):
 
 
 @kernel(exact=True)
-def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, d, lo,
-              hi, work, iwork):
-    """All steps of direction ``d`` for batch rows ``lo:hi``; ``hoist``: X·Wᵀ for all steps first.
+def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_code, clip_at, keep, hoist, d, lo, hi,
+              work, iwork):
+    """All steps of direction ``d`` for batch rows ``lo:hi``; ``rev``: in reverse; ``hoist``: X·Wᵀ
+    for all steps first; ``bias`` the (D, 4, H) view of the weights' bias, ``clip_at`` of the dtype.
 
     ``work`` and ``iwork`` are the task's scratch of ``scratch_size`` elements (float and int64):
     the kernel allocates nothing unless the rows need sorting by length.
@@ -190,10 +197,9 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     ldc = n_panels * nr
     ld2 = (n_panels - p2) * nr  # the h gate's second product (linear_before_reset False)
     hc2 = h2 - p2 * nr  # where column 2H falls in it
-    rbase = d * n_panels * n_hidden * nr
     wbase = d * n_panels * n_inputs * nr
+    rbase = h0.shape[1] * n_panels * n_inputs * nr + d * n_panels * n_hidden * nr
     has_att = att.shape[0] > 0
-    rev = reversed_[d]
     width = max(n_hidden, n_inputs, 1)
     o_c, o_c2, o_a, o_m, o_state, o_xg, o_end = _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist,
                                                                y.itemsize)
@@ -204,7 +210,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     m2 = w[o_m: o_state].reshape(min(n_rows, CHUNK_ROWS), width)
     states = w[o_state: o_xg].reshape(n_rows, n_hidden)
     if hoist:
-        _project(x2, lo * seq_length, n_rows * seq_length, wp, bias, d, w, o_xg, ldc, w, o_a, 0, n_panels)
+        _project(x2, lo * seq_length, n_rows * seq_length, weights, bias, d, w, o_xg, ldc, w, o_a, 0, n_panels)
     one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
 
     # Rows by decreasing length (stable): the rows still running at step s are a prefix.
@@ -244,7 +250,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                     for k in range(n_inputs):
                         store(w, o_m + i * width + k, X[b, t, k])
                 _pack(w, o_a, m2, 0, n, n_inputs)
-                _product_rows(w, o_xg, ldc, w, o_a, n_inputs, n, wp, wbase, 0, n_panels, nr)
+                _product_rows(w, o_xg, ldc, w, o_a, n_inputs, n, weights, wbase, 0, n_panels, nr)
             # Start z, r from X·Wᵀ + bias, and for linear_before_reset the h gate's recurrent
             # part from Rbh; then z, r (and H·Rhᵀ + Rbh) from one product over the packed states.
             for i in range(n):
@@ -261,7 +267,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                     for col in range(h2, ldc):
                         store(w, co + col, 0)  # h columns sharing a panel with r: computed, unused
             _pack(w, o_a, states, g0, n, n_hidden)
-            _product_rows(w, o_c, ldc, w, o_a, n_hidden, n, rp, rbase, 0, n_panels if lbr else p1, nr)
+            _product_rows(w, o_c, ldc, w, o_a, n_hidden, n, weights, rbase, 0, n_panels if lbr else p1, nr)
             for i in range(n):
                 xo = o_xg + ((rows[g0 + i] - lo) * seq_length + times[i] if hoist else i) * ldc
                 co = o_c + i * ldc
@@ -285,7 +291,7 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
                         store(w, c2o + col, 0)  # padding
             if not lbr:
                 _pack(w, o_a, m2, 0, n, n_hidden)
-                _product_rows(w, o_c2, ld2, w, o_a, n_hidden, n, rp, rbase, p2, n_panels, nr)
+                _product_rows(w, o_c2, ld2, w, o_a, n_hidden, n, weights, rbase, p2, n_panels, nr)
             for i in range(n):
                 b, t = rows[g0 + i], times[i]
                 co = o_c + i * ldc
@@ -320,28 +326,38 @@ def _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
 
 
 @kernel(parallel=True)
-def run_parallel(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist,
-                 n_blocks, work, iwork):
+def run_parallel(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_code, clip, keep, hoist, work, iwork,
+                 n_blocks):
     """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call.
     Task k uses the k-th of equal parts of the scratch ``work`` and ``iwork``."""
     n_rows = h0.shape[0]
-    n_tasks = bias.shape[0] * n_blocks
+    n_tasks = h0.shape[1] * n_blocks
+    bias, clip_at = _bias(weights, h0, X.shape[2]), y.dtype.type(clip)
     per_task, per_task_i = work.shape[0] // n_tasks, iwork.shape[0] // n_tasks
     for task in prange(n_tasks):
         d, blk = task // n_blocks, task % n_blocks
-        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, d,
-                  blk * n_rows // n_blocks, (blk + 1) * n_rows // n_blocks,
+        _run_rows(X, h0, lengths, att, y, ho, weights, bias, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
+                  hoist, d, blk * n_rows // n_blocks, (blk + 1) * n_rows // n_blocks,
                   work[task * per_task: (task + 1) * per_task], iwork[task * per_task_i: (task + 1) * per_task_i])
 
 
 @kernel()
-def run_serial(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, work,
-               iwork):
+def run_serial(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_code, clip, keep, hoist, work, iwork):
     """Every direction on the calling thread. A function of its own, not run_parallel compiled
     without parallel=True: Numba's cache keys on the function, so twins would share one entry."""
-    for d in range(bias.shape[0]):
-        _run_rows(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, hoist, d,
-                  0, h0.shape[0], work, iwork)
+    bias, clip_at = _bias(weights, h0, X.shape[2]), y.dtype.type(clip)
+    for d in range(h0.shape[1]):
+        _run_rows(X, h0, lengths, att, y, ho, weights, bias, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
+                  hoist, d, 0, h0.shape[0], work, iwork)
+
+
+@kernel()
+def _bias(weights, h0, n_inputs):
+    """The (D, 4, H) bias at the end of ``weights`` (see pack_weights)."""
+    n_dirs, n_hidden = h0.shape[1], h0.shape[2]
+    nr, n_panels, _, _ = _geometry(n_hidden, weights.itemsize)
+    start = n_dirs * n_panels * (n_inputs + n_hidden) * nr
+    return weights[start: start + n_dirs * 4 * n_hidden].reshape(n_dirs, 4, n_hidden)
 
 
 # ------------------------------------------------------------------------------ one row, two threads
@@ -360,7 +376,8 @@ def _split_units(half, n_hidden, nr, n_panels, p2):
 
 
 @kernel(exact=True)
-def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, state, cur, nxt, rh, c, c2, one):
+def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, state, cur, nxt, rh, c,
+                c2, one):
     """One half of one phase of step ``t`` of row 0; xg (S*P*NR,) holds X·Wᵀ + bias of every step,
     row t at t*P*NR; the state before the step is state[cur:cur + H], after it state[nxt:nxt + H].
 
@@ -383,7 +400,7 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
                 c[col] = bias[0, 3, col - 2 * n_hidden]
             else:
                 c[col] = 0
-        _product(c, c0, 0, state, cur, 1, rp, 0, q0, q1, n_hidden, nr)
+        _product(c, c0, 0, state, cur, 1, weights, rbase, q0, q1, n_hidden, nr)
         c1 = min(c1, 2 * n_hidden)
         if clip_at > 0:
             clip(c, c0, c1, clip_at)
@@ -402,7 +419,7 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
         hc, hg = c2, 2 * n_hidden - p2 * nr
         for col in range(q0 * nr, q1 * nr):
             c2[col - p2 * nr] = load(xg, x + col) if 2 * n_hidden <= col < 3 * n_hidden else 0
-        _product(c2, (q0 - p2) * nr, 0, rh, 0, 1, rp, 0, q0, q1, n_hidden, nr)
+        _product(c2, (q0 - p2) * nr, 0, rh, 0, 1, weights, rbase, q0, q1, n_hidden, nr)
     if clip_at > 0:
         clip(hc, hg + u0, hg + u1, clip_at)
     activate(hc, hg + u0, hg + u1, g_code)
@@ -417,8 +434,8 @@ def _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, ha
 
 
 @kernel()
-def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, worker, state,
-                  rh, c, c2, claims, done, present):
+def _split_worker(xg, weights, rbase, bias, lengths, rev, lbr, clip_at, f_code, g_code, att, y, ho, keep, worker,
+                  state, rh, c, c2, claims, done, present):
     """Worker ``worker`` of two sharing row 0 of direction 0, each phase of a step cut in two
     halves. A worker claims its own half of each phase, then the other half if its partner has
     not taken it in time (or has not started at all), then waits for both: waiting is only ever
@@ -430,21 +447,21 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
     one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
     atomic_add(present, worker, 1)
     for s in range(length):
-        t = length - 1 - s if reversed_[0] else s
+        t = length - 1 - s if rev else s
         cur, nxt = (s % 2) * n_hidden, ((s + 1) % 2) * n_hidden
         for phase in range(2):
             m = 2 * s + phase
             if atomic_claim(claims, 2 * m + worker):
-                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, state, cur, nxt, rh,
-                            c, c2, one)
+                _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, state,
+                            cur, nxt, rh, c, c2, one)
                 atomic_add(done, m, 1)
             if atomic_load(present, other) > 0:
                 spins = 0
                 while atomic_load(claims, 2 * m + other) == 0 and spins < _PATIENCE:
                     spins += 1
             if atomic_claim(claims, 2 * m + other):
-                _split_half(xg, rp, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, other, state, cur, nxt, rh,
-                            c, c2, one)
+                _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, other, state,
+                            cur, nxt, rh, c, c2, one)
                 atomic_add(done, m, 1)
             while atomic_load(done, m) < 2:
                 pass
@@ -461,7 +478,7 @@ def _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code
 
 
 @kernel(parallel=True)
-def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep):
+def run_split(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_code, clip, keep):
     """One row of one direction on two threads, each streaming half of the packed weights per
     step (batch 1 is bound by reading R: PERF_NOTES.md, "Batch 1"). One fork/join per call."""
     n_hidden = y.shape[3]
@@ -471,8 +488,10 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     xg = np.empty(seq_length * ldc, dtype=y.dtype)
     packed = np.empty(2 * max(1, n_inputs) * min(CHUNK_ROWS, max(seq_length, 1)), dtype=y.dtype)
     x2 = X[0]
+    bias, clip_at = _bias(weights, h0, n_inputs), y.dtype.type(clip)
+    rbase = n_panels * n_inputs * nr
     for half in prange(2):  # X·Wᵀ + bias of every step, half of the columns each
-        _project(x2, 0, seq_length, wp, bias, 0, xg, 0, ldc, packed, half * (packed.shape[0] // 2),
+        _project(x2, 0, seq_length, weights, bias, 0, xg, 0, ldc, packed, half * (packed.shape[0] // 2),
                  half * n_panels // 2, (half + 1) * n_panels // 2)
     state = np.zeros(2 * n_hidden, dtype=y.dtype)
     for j in range(n_hidden):
@@ -485,28 +504,37 @@ def run_split(X, wp, rp, bias, h0, lengths, reversed_, lbr, clip_at, f_code, g_c
     done = np.zeros(slots, dtype=np.int64)
     present = np.zeros(2, dtype=np.int64)
     for worker in prange(2):
-        _split_worker(xg, rp, bias, lengths, reversed_, lbr, clip_at, f_code, g_code, att, y, ho, keep, worker, state,
-                      rh, c, c2, claims, done, present)
+        _split_worker(xg, weights, rbase, bias, lengths, reverse & 1, lbr, clip_at, f_code, g_code, att, y, ho, keep,
+                      worker, state, rh, c, c2, claims, done, present)
 
 
 @kernel()
-def pack_panels(M, nr):
-    """Mᵀ in the kernels' panels: M (D, 3H, K), W or R, -> flat 64-byte aligned array of
-    (D, P, K, NR), columns past 3H zero."""
-    n_dirs, n_cols, k_len = M.shape
+def pack_weights(W, R, B, nr):
+    """The kernels' ``weights`` from W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H, zero rows
+    past it): Wᵀ and Rᵀ in panels of ``nr`` columns, then the bias (D, 4, H), in one flat array,
+    64-byte aligned (PERF_NOTES.md §4: NumPy guarantees 16 bytes only)."""
+    n_dirs, n_cols, n_inputs = W.shape
+    n_hidden = R.shape[2]
     n_panels = (n_cols + nr - 1) // nr
-    size = max(1, n_dirs * n_panels * k_len * nr)
-    # 64-byte aligned (PERF_NOTES.md §4): NumPy guarantees 16 bytes only.
-    lanes_64 = 64 // M.itemsize
-    buf = np.zeros(size + lanes_64, dtype=M.dtype)
-    start = (-(buf.ctypes.data // M.itemsize)) % lanes_64
-    out = buf[start: start + size]
+    r_start = n_dirs * n_panels * n_inputs * nr
+    b_start = r_start + n_dirs * n_panels * n_hidden * nr
+    size = b_start + n_dirs * 4 * n_hidden
+    lanes_64 = 64 // W.itemsize
+    buf = np.zeros(size + lanes_64, dtype=W.dtype)
+    first = (-(buf.ctypes.data // W.itemsize)) % lanes_64
+    out = buf[first: first + size]
+    for start, M in ((0, W), (r_start, R)):
+        k_len = M.shape[2]
+        for d in range(n_dirs):
+            for p in range(n_panels):
+                base = start + (d * n_panels + p) * k_len * nr
+                for col in range(p * nr, min((p + 1) * nr, n_cols)):
+                    j = col - p * nr
+                    for k in range(k_len):
+                        out[base + k * nr + j] = M[d, col, k]
+    gates = B.shape[1] // n_hidden
     for d in range(n_dirs):
-        for p in range(n_panels):
-            base = (d * n_panels + p) * k_len * nr
-            for col in range(p * nr, min((p + 1) * nr, n_cols)):
-                row = M[d, col]
-                j = col - p * nr
-                for k in range(k_len):
-                    out[base + k * nr + j] = row[k]
+        for g in range(gates):
+            for j in range(n_hidden):
+                out[b_start + (d * 4 + g) * n_hidden + j] = B[d, g * n_hidden + j]
     return out
