@@ -195,7 +195,7 @@ def test_threads_per_task_follow_the_worker_threads(client):
     try:
         got = client.submit(fastgru.dask.threads_per_task, pure=False).result(timeout=TIMEOUT)
     finally:
-        client.run(lambda: dask.config.refresh())
+        client.run(lambda: dask.config.set({"fastgru.worker-cores": None}))
     assert got == min(2, numba.config.NUMBA_NUM_THREADS)
     with dask.config.set(num_workers=1):  # the threaded scheduler, outside a worker: all cores to its one task
         assert fastgru.dask.threads_per_task() == min(dask.system.CPU_COUNT, numba.config.NUMBA_NUM_THREADS)
