@@ -26,7 +26,6 @@ import time
 
 import dask
 import dask.array as da
-import numba
 import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
@@ -89,14 +88,11 @@ def main():
 
     op = fastgru.GRUSequence(W, R, B)
     want = op(X, H0, L)
-    report(f"in-process, one call, {numba.get_num_threads()} threads", _median_time(lambda: op(X, H0, L), args.rounds))
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
+    report(f"in-process, one call, {fastgru.get_num_threads()} threads",
+           _median_time(lambda: op(X, H0, L), args.rounds))
+    with fastgru.threads(1):
         op(X[:C], H0[:C], L[:C])
         chunk = _median_time(lambda: op(X[:C], H0[:C], L[:C]), args.rounds)
-    finally:
-        numba.set_num_threads(before)
     rows.append((f"in-process, 1 thread, one chunk of {C}", chunk, C / chunk, flops * C / N / chunk / 1e9,
                  f"x {N // C} chunks / {args.workers} workers = {chunk * N / C / args.workers:.3f} s"))
 

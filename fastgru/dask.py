@@ -43,13 +43,13 @@ import threading
 
 import dask
 import dask.array as da
-import numba
 import numpy as np
 from dask.base import tokenize
 from dask.system import CPU_COUNT
 
 from . import _ops
 from ._dispatch import result_shapes
+from ._threading import BUDGET, threads
 from ._validate import FastGRUError, augru_layout, check_lengths, validate, validate_call
 
 #: The default bound on one batch chunk's inputs and outputs (X, initial_hidden_state, A, Y, Ho),
@@ -282,7 +282,7 @@ class AUGRUSequence(_Prepared):
 
 
 def threads_per_task() -> int:
-    """The fastgru threads of a task started now: ``max(1, cores // slots)``, capped by NUMBA_NUM_THREADS.
+    """The fastgru threads of a task started now: ``max(1, cores // slots)``, at most NUMBA_NUM_THREADS.
 
     On a ``distributed`` worker, ``slots`` is the worker's ``nthreads`` and ``cores`` the Dask
     config value ``fastgru.worker-cores`` or, by default, its ``nthreads`` (so 1 thread); elsewhere
@@ -308,7 +308,7 @@ def threads_per_task() -> int:
     else:
         slots = dask.config.get("num_workers", None) or CPU_COUNT
         cores = CPU_COUNT
-    return max(1, min(int(cores) // slots, numba.config.NUMBA_NUM_THREADS))
+    return max(1, min(int(cores) // slots, BUDGET))
 
 
 # ------------------------------------------------------------------------------------------- client
@@ -421,13 +421,8 @@ def _run_chunk(op_name, weights, rows, X, initial_hidden_state, sequence_lengths
         i = int(np.argmax((lengths < 0) | (lengths > X.shape[1])))
         raise FastGRUError(str(error).replace(f"sequence_lengths[{i}]", f"sequence_lengths[{rows[i]}]", 1)) from None
     op = _prepared_op(weights)
-    n = threads_per_task()
-    before = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
+    with threads(threads_per_task()):
         return op(X, h0, lengths) if A is None else op(X, h0, lengths, A)
-    finally:
-        numba.set_num_threads(before)
 
 
 def _block(block):

@@ -17,7 +17,6 @@ distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402 - after the skip: distributed depends on it
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
-import numba  # noqa: E402
 
 import fastgru  # noqa: E402
 import fastgru.dask  # noqa: E402
@@ -31,16 +30,9 @@ README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 @pytest.fixture(scope="module")
 def client():
-    # Compile (or load) the kernels a one-thread worker runs, in this process first: the workers
-    # then load them from Numba's disk cache instead of each compiling them at once.
-    for dtype in (np.float16, np.float32, np.float64):
-        case = _case(np.random.default_rng(0), 3, 1, dtype=dtype)
-        before = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            fastgru.gru_sequence(*case.inputs, *case.weights)
-        finally:
-            numba.set_num_threads(before)
+    # Compile (or load) the kernels in this process first: the workers then load them from the disk
+    # cache instead of each compiling them at once.
+    fastgru.warmup(dtypes=["float32", "float64"], ops=["gru_sequence", "augru_sequence"])
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=logging.ERROR, timeout=TIMEOUT)
     client = distributed.Client(cluster, timeout=TIMEOUT)
@@ -196,9 +188,9 @@ def test_threads_per_task_follow_the_worker_threads(client):
         got = client.submit(fastgru.dask.threads_per_task, pure=False).result(timeout=TIMEOUT)
     finally:
         client.run(lambda: dask.config.set({"fastgru.worker-cores": None}))
-    assert got == min(2, numba.config.NUMBA_NUM_THREADS)
+    assert got == min(2, fastgru._threading.BUDGET)
     with dask.config.set(num_workers=1):  # the threaded scheduler, outside a worker: all cores to its one task
-        assert fastgru.dask.threads_per_task() == min(dask.system.CPU_COUNT, numba.config.NUMBA_NUM_THREADS)
+        assert fastgru.dask.threads_per_task() == min(dask.system.CPU_COUNT, fastgru._threading.BUDGET)
 
 
 # ----------------------------------------------------------------------- without a cluster
