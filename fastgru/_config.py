@@ -24,7 +24,10 @@ FASTMATH = {"contract"}
 
 #: Options of every kernel. error_model="numpy": a float division by zero gives inf/NaN as in
 #: NumPy instead of raising, which removes a branch per division that stops vectorisation.
-JIT_OPTIONS = {"fastmath": FASTMATH, "error_model": "numpy"}
+#: nogil: a call releases the GIL while its kernels run, so that calls from several Python threads
+#: (a Dask worker's or scheduler's threads, a thread-pool server) overlap instead of taking turns,
+#: and a Dask worker's event loop keeps serving transfers and heartbeats during a task.
+JIT_OPTIONS = {"fastmath": FASTMATH, "error_model": "numpy", "nogil": True}
 
 #: The same without contraction, for code whose sums of two products (SPEC.md §3's
 #: (1 - z)·h + z·H) must round alike on every path: with contraction LLVM picks which product to
