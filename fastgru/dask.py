@@ -19,6 +19,8 @@ How the graph is built, and why:
   num_directions, hidden_size) to one chunk. A batch chunk whose inputs and outputs would then
   exceed ``max_chunk_bytes`` (default :data:`MAX_CHUNK_BYTES`, 1 GiB) is refused with a
   ``FastGRUError`` that says how many rows fit.
+- Data: NumPy inputs are wrapped with ``da.asarray`` and so travel inside the graph; large data is
+  better loaded by the workers themselves (``da.from_zarr``, ...).
 - Weights once per graph: W, R, B and the attributes are one node of the graph (a ``Delayed``
   keyed by their token) that every chunk's task depends on, so they are serialised once per graph
   and each worker fetches them once. Each worker process builds the prepared op from them once,
@@ -29,7 +31,8 @@ How the graph is built, and why:
   ``cores`` its share of the host's cores, which Dask's own convention makes its ``nthreads``
   (``LocalCluster`` and ``dask worker`` divide a host's cores among their workers as threads, and
   size the "auto" memory limit by the same share): one fastgru thread per task by default, as Dask
-  sets ``OMP_NUM_THREADS=1`` for NumPy's BLAS in its workers. A worker given fewer threads than
+  sets ``OMP_NUM_THREADS=1`` for NumPy's BLAS in its workers (the kernels release the GIL, so a
+  worker's tasks run side by side). A worker given fewer threads than
   cores says how many cores it owns with the Dask config value ``fastgru.worker-cores`` (e.g.
   ``DASK_FASTGRU__WORKER_CORES=8`` in its environment, for ``dask worker --nthreads 1``); its tasks
   then run in parallel inside fastgru (use TBB or OpenMP as Numba's threading layer there: its
