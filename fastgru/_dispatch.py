@@ -53,6 +53,8 @@ def kernel_array(a, dtype):
     """``a`` as a C-contiguous, writeable array of ``dtype``: itself when it is one already, else a
     copy. The kernels only read it; a read-only array would make Numba compile (and cache) a
     second variant of every kernel for it, a multi-second stall in a serving process."""
+    if a.dtype is dtype and a.flags.carray:  # C-contiguous, aligned and writeable already
+        return a
     a = np.ascontiguousarray(a, dtype=dtype)
     return a if a.flags.writeable else a.copy()
 
