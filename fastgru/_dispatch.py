@@ -136,16 +136,19 @@ class Packed:
         lengths int64 (N,), att (N, S, 1)-like or None, y (N, D, S, H), ho (N, D, H), which may be h0.
 
         ``keep``: a row of length 0 keeps its initial state in ho, instead of zero (SPEC.md §4),
-        for streams fed chunk by chunk. The path is serial for small work, else it uses the
-        threads the calling thread may use, as many as the process-wide budget leaves
-        (``_threading``); ``path`` ('serial', 'parallel' or 'split') forces one, to compile it ahead.
+        for streams fed chunk by chunk. The path is serial for small work and for one row that is
+        not worth splitting, else it uses the threads the calling thread may use, as many as the
+        process-wide budget leaves (``_threading``: only calls that may share their work take
+        part); ``path`` ('serial', 'parallel' or 'split') forces one, to compile it ahead.
         """
         n, s = X.shape[0], X.shape[1]
         d, h = self._directions, self._hidden
         att = self._no_att if att is None else kernel_array(att, self.compute_dtype).reshape(n, s)
         args = (X, h0, lengths, att, y, ho, self.weights, self._reverse, self._lbr, self._f, self._g, self._clip,
                 int(keep))
-        if path is None and 2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS or path == "serial":
+        split = n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS
+        if path == "serial" or path is None and (2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS or
+                                                 n * d == 1 and not split):
             hoist = self._hoist(n, s, 1)
             run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
             return
@@ -154,7 +157,6 @@ class Packed:
         try:
             if granted != wanted:
                 numba.set_num_threads(granted)
-            split = n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS
             if path == "split" or path is None and granted > 1 and split:
                 run_split(*args)
             elif path == "parallel" or granted > 1 and n * d > 1:
