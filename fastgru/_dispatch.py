@@ -15,10 +15,12 @@ from ._kernels.gru import pack_weights, run_parallel, run_serial, run_split, scr
 from ._kernels.microkernel import lanes
 from ._threading import release, reserve
 
-#: Below this many floating-point operations in the recurrence a call runs on the calling thread:
-#: entering a parallel region costs microseconds (PERF_NOTES.md, "No fork/join per time step"),
-#: more than the whole computation at this size (~1e5 flops is ~5 µs of one core's work).
-SERIAL_BELOW_FLOPS = 100_000
+#: Below this many floating-point operations (2·N·S·D·3H·(I + H), the products) a call runs on
+#: the calling thread: entering a parallel region costs 20-30 µs with TBB on these machines even
+#: when its workers are warm (~100 µs after 50 ms idle; OpenMP 3 µs warm, 6-8 ms after idle).
+#: Measured, serial against two threads: a b8 i256 h256 cell (6.3 MFLOP) 35 µs both ways, b16
+#: (12.6 MFLOP) 83 against 54 µs; b8 s10 i64 h64 (3.9 MFLOP) 48 µs both, b16 88 against 65 µs.
+SERIAL_BELOW_FLOPS = 6_000_000
 
 #: A task computes X·Wᵀ + bias for all its rows and steps up front when the result fits in this
 #: many bytes (it stays in L2); beyond, one step at a time (PERF_NOTES.md §5: hoisting helps at
@@ -147,7 +149,7 @@ class Packed:
         args = (X, h0, lengths, att, y, ho, self.weights, self._reverse, self._lbr, self._f, self._g, self._clip,
                 int(keep))
         split = n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS
-        if path == "serial" or path is None and (2 * n * s * d * 3 * h * h < SERIAL_BELOW_FLOPS or
+        if path == "serial" or path is None and (2 * n * s * d * 3 * h * (h + self._inputs) < SERIAL_BELOW_FLOPS or
                                                  n * d == 1 and not split):
             hoist = self._hoist(n, s, 1)
             run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))

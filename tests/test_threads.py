@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 import fastgru
-from fastgru import FastGRUError, _threading
+from fastgru import FastGRUError, _dispatch, _threading
+
+
+@pytest.fixture
+def share_work(monkeypatch):
+    """Every call shares its work among threads, however small (these tests' shapes are)."""
+    monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", 0)
 
 
 def _op(rng, n=6, s=20, i=8, h=64, direction="forward"):
@@ -56,7 +62,7 @@ def test_bad_thread_counts(n):
 
 @pytest.mark.parametrize("shape", [dict(n=6), dict(n=1, h=256), dict(n=3, direction="bidirectional")],
                          ids=["rows", "split-row", "bidirectional"])
-def test_same_bits_for_any_thread_count(shape):
+def test_same_bits_for_any_thread_count(shape, share_work):
     op, inputs = _op(np.random.default_rng(0), **shape)
     results = []
     for count in range(1, numba.config.NUMBA_NUM_THREADS + 1):
@@ -82,7 +88,7 @@ def test_budget_grants_what_is_left_and_at_least_one():
     assert again == budget and _threading._state["busy"] == 0
 
 
-def test_many_python_threads_at_once_give_serial_answers():
+def test_many_python_threads_at_once_give_serial_answers(share_work):
     """A thread-pool server: 8 Python threads calling at once, on every kernel path."""
     rng = np.random.default_rng(1)
     cases = [_op(rng, n=6), _op(rng, n=1, h=256), _op(rng, n=3, direction="bidirectional"), _op(rng, n=2, s=1)]
@@ -109,6 +115,7 @@ _CONCURRENT = textwrap.dedent("""
     import sys
     from concurrent.futures import ThreadPoolExecutor
     import numba, numpy as np, fastgru
+    fastgru._dispatch.SERIAL_BELOW_FLOPS = 0  # every call shares its work
     rng = np.random.default_rng(0)
     h = 64
     W = rng.uniform(-.1, .1, (1, 3 * h, 8)).astype(np.float32)
