@@ -172,11 +172,12 @@ def _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize):
     chunk = min(n_rows, CHUNK_ROWS)
     width = max(n_hidden, n_inputs, 1)
     packed_rows = min(CHUNK_ROWS, n_rows * seq_length) if hoist else chunk
+    line = 64 // itemsize  # every buffer starts on a 64-byte line, as the scratch does (PERF_NOTES.md §4)
     o_c2 = chunk * n_panels * nr
     o_a = o_c2 + chunk * (n_panels - p2) * nr
-    o_m = o_a + width * max(packed_rows, 1)
-    o_state = o_m + chunk * width
-    o_xg = o_state + n_rows * n_hidden
+    o_m = o_a + -(-width * max(packed_rows, 1) // line) * line
+    o_state = o_m + -(-chunk * width // line) * line
+    o_xg = o_state + -(-n_rows * n_hidden // line) * line
     return 0, o_c2, o_a, o_m, o_state, o_xg, o_xg + (n_rows * seq_length if hoist else chunk) * n_panels * nr
 
 
@@ -207,8 +208,9 @@ def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_cod
     # The only views, made once: X as rows (row b*S + t), and the rows to pack and the states as
     # matrices for _pack.
     x2 = X.reshape(X.shape[0] * seq_length, n_inputs)
-    m2 = w[o_m: o_state].reshape(min(n_rows, CHUNK_ROWS), width)
-    states = w[o_state: o_xg].reshape(n_rows, n_hidden)
+    chunk = min(n_rows, CHUNK_ROWS)
+    m2 = w[o_m: o_m + chunk * width].reshape(chunk, width)
+    states = w[o_state: o_state + n_rows * n_hidden].reshape(n_rows, n_hidden)
     if hoist:
         _project(x2, lo * seq_length, n_rows * seq_length, weights, bias, d, w, o_xg, ldc, w, o_a, 0, n_panels)
     one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
