@@ -161,7 +161,8 @@ def _project(x2, r0, n_rows, weights, bias, d, out, o0, ldc, a, a0, p0, p1):
 def scratch_size(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize):
     """Elements of the float and int64 scratch that ``_run_rows`` needs for ``n_rows`` rows."""
     sizes = _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize)
-    return sizes[6], n_rows + min(n_rows, CHUNK_ROWS)
+    line = 64 // itemsize  # whole lines, so that the next task's part starts on one (run_parallel)
+    return -(-sizes[6] // line) * line, n_rows + min(n_rows, CHUNK_ROWS)
 
 
 @kernel()
@@ -331,11 +332,12 @@ def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_cod
 def run_parallel(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_code, clip, keep, hoist, work, iwork,
                  n_blocks):
     """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call.
-    Task k uses the k-th of equal parts of the scratch ``work`` and ``iwork``."""
+    Task k uses the k-th of equal parts of the scratch ``work`` (whole 64-byte lines) and ``iwork``."""
     n_rows = h0.shape[0]
     n_tasks = h0.shape[1] * n_blocks
     bias, clip_at = _bias(weights, h0, X.shape[2]), y.dtype.type(clip)
-    per_task, per_task_i = work.shape[0] // n_tasks, iwork.shape[0] // n_tasks
+    line = 64 // work.itemsize
+    per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
     for task in prange(n_tasks):
         d, blk = task // n_blocks, task % n_blocks
         _run_rows(X, h0, lengths, att, y, ho, weights, bias, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
