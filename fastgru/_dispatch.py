@@ -32,11 +32,13 @@ HOIST_BYTES = 1 << 20
 KEEP_SCRATCH_BYTES = 4 << 20
 
 #: A single row (batch 1, one direction) is split over two threads from this hidden_size and this
-#: many steps on. Measured (interleaved A/B runs of 100 steps, I=64, since the kernels address
-#: their buffers by offsets): 1.5x faster at H=256, 1.1-1.3x at H=192, 1.06x at H=128 (272 against
-#: 257 µs, twice); earlier, 1.3-1.6x at H=512. A one-step cell pays the split's set-up (a TBB
-#: region, 20-30 µs) without gaining.
-SPLIT_FROM_HIDDEN = 128
+#: many steps on. Measured (benchmarks/, and A/B runs of 100 steps, I=64): 1.3-1.6x faster at
+#: H=512, 0.9-1.4x at H=256, none at H=128, where one core streams R from its L2 as fast as two
+#: meet at their per-step barriers; a one-step cell pays the split's set-up without gaining.
+#: Re-measured after the kernels moved to offsets: 1.06x at H=128 alone, but 1.3-1.5x *slower* in
+#: the benchmark's process, where other runtimes' spinning threads (ONNX Runtime's) hold the
+#: other core and the per-step barriers wait for it.
+SPLIT_FROM_HIDDEN = 256
 SPLIT_FROM_STEPS = 16
 
 
