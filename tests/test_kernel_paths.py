@@ -62,7 +62,8 @@ SHAPES = [
     (11, 5, 3, 17, "reverse", True),
     (9, 4, 1, 40, "bidirectional", False),
     (1, 7, 4, 70, "forward", False),
-    (1, 6, 3, 96, "reverse", True),
+    (1, 6, 3, 96, "reverse", True),  # split: one phase per step (H a whole number of panels)
+    (1, 5, 3, 40, "forward", True),  # split: two phases per step
     (2, 3, 2, 1, "bidirectional", True),
 ]
 

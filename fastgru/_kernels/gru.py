@@ -385,15 +385,31 @@ def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, 
     """One half of one phase of step ``t`` of row 0; xg (S*P*NR,) holds X·Wᵀ + bias of every step,
     row t at t*P*NR; the state before the step is state[cur:cur + H], after it state[nxt:nxt + H].
 
-    Phase 0: the products H·Rᵀ of the z and r columns (and, for linear_before_reset, the h
-    columns), cut into two contiguous runs of panels, f on z and r, and r ⊙ H. Phase 1: the h
-    gate and the state update for the units of a run of the h gate's panels. The buffers ``c``
-    (P*NR,), ``c2`` (second product) and ``rh`` (H,) are shared, each half writing its own columns.
+    Two phases per step (``_split_phases``): phase 0 computes the products H·Rᵀ of the z and r
+    columns (and, for linear_before_reset, the h columns), cut into two contiguous runs of panels,
+    f on z and r, and r ⊙ H; phase 1 the h gate and the state update for the units of a run of the
+    h gate's panels. One phase for linear_before_reset when H is a whole number of panels: each
+    half computes the z, r and h columns of its own run of units, then their h gate and update.
+    The buffers ``c`` (P*NR,), ``c2`` (second product) and ``rh`` (H,) are shared, each half
+    writing its own columns.
     """
     n_hidden = y.shape[3]
     nr, n_panels, p1, p2 = _geometry(n_hidden, y.itemsize)
     x = t * n_panels * nr
-    if phase == 0:
+    if phase == 0 and _split_phases(lbr, n_hidden, nr) == 1:
+        per_gate = n_hidden // nr
+        q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2
+        u0, u1 = q0 * nr, q1 * nr
+        for g in range(3):
+            for j in range(u0, u1):
+                c[g * n_hidden + j] = load(xg, x + g * n_hidden + j) if g < 2 else bias[0, 3, j]
+            _product(c, g * n_hidden + u0, 0, state, cur, 1, weights, rbase, g * per_gate + q0, g * per_gate + q1,
+                     n_hidden, nr)
+        for g in range(2):
+            if clip_at > 0:
+                clip(c, g * n_hidden + u0, g * n_hidden + u1, clip_at)
+            activate(c, g * n_hidden + u0, g * n_hidden + u1, f_code)
+    elif phase == 0:
         total = n_panels if lbr else p1
         q0, q1 = half * total // 2, (half + 1) * total // 2
         c0, c1 = q0 * nr, q1 * nr
@@ -413,7 +429,8 @@ def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, 
             for col in range(max(c0, n_hidden), c1):
                 rh[col - n_hidden] = c[col] * load(state, cur + col - n_hidden)
         return
-    q0, q1, u0, u1 = _split_units(half, n_hidden, nr, n_panels, p2)
+    else:
+        q0, q1, u0, u1 = _split_units(half, n_hidden, nr, n_panels, p2)
     if lbr:
         # h = g(X·Whᵀ + Wbh + r ⊙ (H·Rhᵀ + Rbh))
         hc, hg = c, 2 * n_hidden
@@ -438,6 +455,13 @@ def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, 
 
 
 @kernel()
+def _split_phases(lbr, n_hidden, nr):
+    """Phases per step of the split (_split_half): 1 for linear_before_reset with H a whole number
+    of panels (the halves meet once per step), else 2."""
+    return 1 if lbr and n_hidden % nr == 0 else 2
+
+
+@kernel()
 def _split_worker(xg, weights, rbase, bias, lengths, rev, lbr, clip_at, f_code, g_code, att, y, ho, keep, worker,
                   state, rh, c, c2, claims, done, present):
     """Worker ``worker`` of two sharing row 0 of direction 0, each phase of a step cut in two
@@ -450,10 +474,12 @@ def _split_worker(xg, weights, rbase, bias, lengths, rev, lbr, clip_at, f_code, 
     other = 1 - worker
     one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
     atomic_add(present, worker, 1)
+    nr, n_panels, _, p2 = _geometry(n_hidden, y.itemsize)
+    phases = _split_phases(lbr, n_hidden, nr)
     for s in range(length):
         t = length - 1 - s if rev else s
         cur, nxt = (s % 2) * n_hidden, ((s + 1) % 2) * n_hidden
-        for phase in range(2):
+        for phase in range(phases):
             m = 2 * s + phase
             if atomic_claim(claims, 2 * m + worker):
                 _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, worker, state,
@@ -470,7 +496,6 @@ def _split_worker(xg, weights, rbase, bias, lengths, rev, lbr, clip_at, f_code, 
             while atomic_load(done, m) < 2:
                 pass
     # Own units of the outputs that no step wrote: Y past the length, and Ho.
-    nr, n_panels, _, p2 = _geometry(n_hidden, y.itemsize)
     _, _, u0, u1 = _split_units(worker, n_hidden, nr, n_panels, p2)
     last = (length % 2) * n_hidden
     for t in range(length, y.shape[2]):
