@@ -113,16 +113,28 @@ class Case:
     attrs: dict = field(default_factory=dict)
 
 
-def make_lengths(rng, batch, seq_len, ragged=True):
-    """sequence_lengths (int64): all seq_len, or random in [0, seq_len] with both 0 and seq_len
+def make_lengths(rng, batch, seq_len, ragged=True, low=0):
+    """sequence_lengths (int64): all seq_len, or random in [low, seq_len] with both low and seq_len
     present (at random rows) when batch >= 2."""
     if not ragged:
         return np.full(batch, seq_len, dtype=np.int64)
-    lengths = rng.integers(0, seq_len + 1, batch)
+    lengths = rng.integers(low, seq_len + 1, batch)
     if batch >= 2:
         rows = rng.choice(batch, 2, replace=False)
-        lengths[rows] = [seq_len, 0]
+        lengths[rows] = [seq_len, low]
     return lengths.astype(np.int64)
+
+
+def show_lines(request, lines):
+    """Write ``lines`` to the terminal from a fixture's teardown, shown even without -s."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            for line in lines:
+                reporter.write_line(line)
+    else:  # pragma: no cover
+        print("\n".join(lines))
 
 
 def make_case(rng, *, op="gru_sequence", batch=3, seq_len=5, input_size=4, hidden_size=6, dtype=np.float32,

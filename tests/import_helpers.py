@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from conftest import show_lines
 
 #: (rtol, atol) of fastgru against a framework's float32 GRU: as tests/test_openvino.py's float32
 #: tolerance, for runtimes with their own tanh/sigmoid and summation order.
@@ -49,24 +50,10 @@ class Deviations:
             lines = ["", f"{self.title}, max |difference|:"]
             lines += [f"  {key:<24} {value:.3g}  in {self.where[key][2].split('::')[-1].split(' ')[0]} "
                       f"(largest |value| {self.where[key][1]:.3g})" for key, value in sorted(self.worst.items())]
-            capture = request.config.pluginmanager.getplugin("capturemanager")
-            reporter = request.config.pluginmanager.getplugin("terminalreporter")
-            if capture is not None and reporter is not None:
-                with capture.global_and_fixture_disabled():
-                    for line in lines:
-                        reporter.write_line(line)
+            show_lines(request, lines)
 
         return deviation_summary
 
 
 def uniform(rng, shape, scale, dtype=np.float32):
     return rng.uniform(-scale, scale, shape).astype(dtype)
-
-
-def ragged_lengths(rng, batch, seq_len, low=0):
-    """Random lengths in [low, seq_len] with seq_len and low present (batch >= 2), at random rows."""
-    lengths = rng.integers(low, seq_len + 1, batch)
-    if batch >= 2:
-        rows = rng.choice(batch, 2, replace=False)
-        lengths[rows] = [seq_len, low]
-    return lengths

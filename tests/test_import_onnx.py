@@ -15,12 +15,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
+from conftest import make_lengths  # noqa: E402
+from import_helpers import Deviations, uniform  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-try:  # tests/ is on sys.path under pytest's default (prepend) import mode
-    from import_helpers import Deviations, ragged_lengths, uniform
-except ImportError:  # tests/ as a package
-    from tests.import_helpers import Deviations, ragged_lengths, uniform
 
 import fastgru  # noqa: E402
 from fastgru import FastGRUError  # noqa: E402
@@ -110,7 +107,7 @@ def test_random_models_match_onnxruntime(layout, direction, linear_before_reset,
     X = rng.standard_normal((S, N, I) if layout == 0 else (N, S, I)).astype(np.float32)
     feeds = {"X": X}
     if kwargs["with_lens"]:
-        feeds["sequence_lens"] = ragged_lengths(rng, N, S).astype(np.int32)
+        feeds["sequence_lens"] = make_lengths(rng, N, S).astype(np.int32)
     if kwargs["with_h0"]:
         feeds["initial_h"] = rng.standard_normal((d, N, H) if layout == 0 else (N, d, H)).astype(np.float32)
     path = tmp_path / "gru.onnx"

@@ -13,11 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
-
-try:  # tests/ is on sys.path under pytest's default (prepend) import mode
-    from import_helpers import Deviations, ragged_lengths, uniform
-except ImportError:  # tests/ as a package
-    from tests.import_helpers import Deviations, ragged_lengths, uniform
+from conftest import make_lengths
+from import_helpers import Deviations, uniform
 
 import fastgru
 from fastgru import FastGRUError
@@ -76,7 +73,7 @@ def test_gru_sequence_round_trip(ov, direction, linear_before_reset, compress_to
     assert (op.spec.direction, op.spec.linear_before_reset) == (direction, linear_before_reset)
     assert fastgru.from_openvino(path).keys() == {"gru"}
     inputs = [rng.standard_normal((N, S, I)).astype(np.float32), rng.standard_normal((N, d, H)).astype(np.float32),
-              ragged_lengths(rng, N, S).astype(np.int32)]
+              make_lengths(rng, N, S).astype(np.int32)]
     DEVIATIONS.check("openvino save_model", op(*inputs), run_openvino(ov, path, inputs))
 
 
@@ -257,7 +254,7 @@ def test_hand_written_ir_equals_the_op(tmp_path):
     want_op = fastgru.GRUSequence(W, R, B, direction="bidirectional", linear_before_reset=True, clip=1.25,
                                   activations=("tanh", "relu"))
     X, h0 = rng.standard_normal((N, S, I)).astype(np.float32), rng.standard_normal((N, 2, H)).astype(np.float32)
-    lengths = ragged_lengths(rng, N, S)
+    lengths = make_lengths(rng, N, S)
     for got, want in zip(op(X, h0, lengths), want_op(X, h0, lengths), strict=True):
         np.testing.assert_array_equal(got, want)
 

@@ -5,11 +5,8 @@ The largest |fastgru - torch| is printed after the module. Tests that need torch
 
 import numpy as np
 import pytest
-
-try:  # tests/ is on sys.path under pytest's default (prepend) import mode
-    from import_helpers import Deviations, ragged_lengths, uniform
-except ImportError:  # tests/ as a package
-    from tests.import_helpers import Deviations, ragged_lengths, uniform
+from conftest import make_lengths
+from import_helpers import Deviations, uniform
 
 import fastgru
 from fastgru import FastGRUError
@@ -95,7 +92,7 @@ def test_lengths_match_a_packed_sequence(torch, bidirectional, batch_first):
     gru = fastgru.from_torch(module)
     rng = np.random.default_rng(2)
     n = 5
-    lengths = ragged_lengths(rng, n, S, low=1)  # torch rejects a length of 0
+    lengths = make_lengths(rng, n, S, low=1)  # torch rejects a length of 0
     x = rng.standard_normal((n, S, I) if batch_first else (S, n, I)).astype(np.float32)
     h0 = rng.standard_normal((2 * (1 + bidirectional), n, H)).astype(np.float32)
     with torch.no_grad():

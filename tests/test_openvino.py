@@ -21,6 +21,8 @@ try:  # tests/ is on sys.path under pytest's default (prepend) import mode
 except ImportError:  # tests/ as a package, or --import-mode=importlib from the repository root
     from tests import openvino_oracle as oracle
 
+from conftest import make_lengths, show_lines  # noqa: E402
+
 import fastgru  # noqa: E402
 
 try:
@@ -54,14 +56,7 @@ def deviation_summary(request):
         return
     lines = ["", "fastgru vs OpenVINO, max |difference| per dtype:"]
     lines += [f"  {key:<16} {value:.3g}" for key, value in sorted(MAX_DEVIATION.items())]
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    if capture is not None and reporter is not None:
-        with capture.global_and_fixture_disabled():
-            for line in lines:
-                reporter.write_line(line)
-    else:  # pragma: no cover
-        print("\n".join(lines))
+    show_lines(request, lines)
 
 
 def dtype_name(dtype):
@@ -93,15 +88,6 @@ def randn(rng, shape, dtype, scale=1.0):
     return (rng.uniform(-scale, scale, size=shape)).astype(dtype)
 
 
-def ragged_lengths(rng, batch, seq_len):
-    """Random lengths in [0, seq_len] that include seq_len and 0 (when the batch has room for them)."""
-    lengths = rng.integers(0, seq_len + 1, size=batch)
-    lengths[0] = seq_len
-    if batch > 1:
-        lengths[1] = 0
-    return rng.permutation(lengths).astype(np.int32)
-
-
 def sequence_case(seed, *, batch=4, seq_len=5, input_size=3, hidden_size=5, dtype=np.float32,
                   direction="forward", linear_before_reset=False, ragged=True):
     rng = np.random.default_rng(seed)
@@ -111,7 +97,7 @@ def sequence_case(seed, *, batch=4, seq_len=5, input_size=3, hidden_size=5, dtyp
     inputs = dict(
         X=randn(rng, (batch, seq_len, input_size), dtype),
         initial_hidden_state=randn(rng, (batch, D, hidden_size), dtype),
-        sequence_lengths=(ragged_lengths(rng, batch, seq_len) if ragged
+        sequence_lengths=(make_lengths(rng, batch, seq_len).astype(np.int32) if ragged
                           else np.full(batch, seq_len, dtype=np.int32)),
         W=randn(rng, (D, 3 * hidden_size, input_size), dtype, scale),
         R=randn(rng, (D, 3 * hidden_size, hidden_size), dtype, scale),
