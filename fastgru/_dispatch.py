@@ -11,8 +11,10 @@ import threading
 import numba
 import numpy as np
 
-from ._kernels.gru import pack_weights, run_parallel, run_serial, run_split, scratch_size
+from . import _partner
+from ._kernels.gru import pack_weights, run_parallel, run_serial, scratch_size
 from ._kernels.microkernel import lanes
+from ._kernels.split import MAILBOX_SIZE, run_pair, run_split, split_scratch_size
 from ._threading import release, reserve
 
 #: Below this many floating-point operations (2·N·S·D·3H·(I + H), the products) a call runs on
@@ -41,6 +43,13 @@ KEEP_SCRATCH_BYTES = 4 << 20
 SPLIT_FROM_HIDDEN = 256
 SPLIT_FROM_STEPS = 16
 
+#: With the partner thread (_partner.py), a single row is shared from this hidden_size on, for
+#: any number of steps (a cell too): handing half of a call to the spinning partner costs well
+#: under a microsecond. Measured (b1, I = H, float32, prepared op, medians): a one-step cell
+#: 15.9 against 20.8 µs serial at H=256, 43 against 63 µs at H=512, but 9.0 against 7.4 µs at
+#: H=128, where the halves are too small for the ~1.5 µs that two threads add.
+PAIR_FROM_HIDDEN = 256
+
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
@@ -50,7 +59,8 @@ _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64
 _NO_ATTENTION = {_F32: np.zeros((0, 0), dtype=_F32), _F64: np.zeros((0, 0), dtype=_F64)}
 
 
-#: Each Python thread's kept scratch (Packed._scratch): {dtype char: floats, "i": int64}.
+#: Each Python thread's kept scratch (_kept_scratch): {dtype char: floats, "i": int64}, and its
+#: own mailbox (_own_mailbox).
 _kept = threading.local()
 
 
@@ -71,6 +81,28 @@ def _aligned(size, dtype):
     buf = np.empty(size + lanes, dtype=dtype)
     first = (-buf.ctypes.data // dtype.itemsize) % lanes
     return buf[first: first + size]
+
+
+def _kept_scratch(ct, floats, ints):
+    """``floats`` elements of dtype ``ct`` and ``ints`` int64s of scratch: the calling thread's own
+    buffers, grown when needed, or new ones beyond KEEP_SCRATCH_BYTES."""
+    if floats * ct.itemsize > KEEP_SCRATCH_BYTES:
+        return _aligned(floats, ct), np.empty(ints, dtype=_I64)
+    kept = _kept.__dict__
+    work, iwork = kept.get(ct.char), kept.get("i")
+    if work is None or work.shape[0] < floats:
+        work = kept[ct.char] = _aligned(max(floats, 2 * (0 if work is None else work.shape[0])), ct)
+    if iwork is None or iwork.shape[0] < ints:
+        iwork = kept["i"] = np.empty(max(ints, 2 * (0 if iwork is None else iwork.shape[0])), dtype=_I64)
+    return work, iwork
+
+
+def _own_mailbox():
+    """The calling thread's mailbox for ``run_pair`` without the partner: nobody serves it."""
+    box = _kept.__dict__.get("mailbox")
+    if box is None:
+        box = _kept.mailbox = np.zeros(MAILBOX_SIZE, dtype=_I64)
+    return box
 
 
 def compute_dtype(dtype):
@@ -150,30 +182,47 @@ class Packed:
         lengths int64 (N,), att (N, S, 1)-like or None, y (N, D, S, H), ho (N, D, H), which may be h0.
 
         ``keep``: a row of length 0 keeps its initial state in ho, instead of zero (SPEC.md §4),
-        for streams fed chunk by chunk. The path is serial for small work and for one row that is
-        not worth splitting, else it uses the threads the calling thread may use, as many as the
-        process-wide budget leaves (``_threading``: only calls that may share their work take
-        part); ``path`` ('serial', 'parallel' or 'split') forces one, to compile it ahead.
+        for streams fed chunk by chunk. ``path`` forces one of the kernel paths ('serial',
+        'parallel', 'split' or 'pair'), to compile it ahead; else ``_path`` picks it. The paths
+        but 'serial' use the threads the calling thread may use, as many as the process-wide
+        budget leaves (``_threading``: only calls that may share their work take part).
         """
         n, s = X.shape[0], X.shape[1]
-        d, h = self._directions, self._hidden
         att = self._no_att if att is None else kernel_array(att, self.compute_dtype).reshape(n, s)
         args = (X, h0, lengths, att, y, ho, self.weights, self._reverse, self._lbr, self._f, self._g, self._clip,
                 int(keep))
-        split = n * d == 1 and h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS
-        if path == "serial" or path is None and (2 * n * s * d * 3 * h * (h + self._inputs) < SERIAL_BELOW_FLOPS or
-                                                 n * d == 1 and not split):
+        forced, path = path is not None, path or self._path(n, s)
+        if path == "serial":
             hoist = self._hoist(n, s, 1)
             run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
             return
+        partner = _partner.PARTNER
+        if path == "pair":
+            # The partner takes half of the row if the budget leaves a thread for it and no other
+            # call has it; else this thread's own mailbox, which nobody serves: this thread then
+            # runs both halves.
+            granted = reserve(min(2, numba.get_num_threads()))
+            try:
+                if granted > 1 and partner.acquire():
+                    try:
+                        run_pair(*args, *self._split_scratch(s), partner.mailbox)
+                    finally:
+                        partner.release()
+                else:
+                    run_pair(*args, *self._split_scratch(s), _own_mailbox())
+            finally:
+                release(granted)
+            return
+        partner.nap()  # a parallel region needs the cores the partner would spin on
         wanted = numba.get_num_threads()
         granted = reserve(wanted)
         try:
             if granted != wanted:
                 numba.set_num_threads(granted)
-            if path == "split" or path is None and granted > 1 and split:
-                run_split(*args)
-            elif path == "parallel" or granted > 1 and n * d > 1:
+            if path == "split" and (granted > 1 or forced):
+                run_split(*args, *self._split_scratch(s))
+            elif path == "parallel" and (granted > 1 or forced):
+                d = self._directions
                 blocks = min(n, -(-granted // d))
                 hoist = self._hoist(n, s, blocks)
                 run_parallel(*args, hoist, *self._scratch(-(-n // blocks), s, hoist, d * blocks), blocks)
@@ -185,27 +234,40 @@ class Packed:
                 numba.set_num_threads(wanted)
             release(granted)
 
+    def _path(self, n, s):
+        """The kernel path for N rows of S steps: 'serial' for small work and for one row not worth
+        sharing, 'pair' or 'split' (without the partner) for one row that is, else 'parallel'."""
+        d, h = self._directions, self._hidden
+        flops = 2 * n * s * d * 3 * h * (h + self._inputs)
+        if n * d == 1:
+            if _partner.PARTNER.enabled and h >= PAIR_FROM_HIDDEN:
+                return "pair"
+            if h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS and flops >= SERIAL_BELOW_FLOPS:
+                return "split"
+            return "serial"
+        return "serial" if flops < SERIAL_BELOW_FLOPS else "parallel"
+
     def _scratch(self, rows, s, hoist, tasks):
-        """Float and int64 scratch for ``tasks`` kernel tasks of up to ``rows`` rows each: the calling
-        thread's own buffers, grown when needed (KEEP_SCRATCH_BYTES)."""
-        ct = self.compute_dtype
+        """Float and int64 scratch for ``tasks`` kernel tasks of up to ``rows`` rows each."""
         key = rows, s, hoist, tasks
         sizes = self._scratch_sizes.get(key)
         if sizes is None:
-            if len(self._scratch_sizes) >= 64:
-                self._scratch_sizes.clear()
-            floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, ct.itemsize)
-            sizes = self._scratch_sizes[key] = floats * tasks, ints * tasks
-        floats, ints = sizes
-        if floats * ct.itemsize > KEEP_SCRATCH_BYTES:
-            return _aligned(floats, ct), np.empty(ints, dtype=_I64)
-        kept = _kept.__dict__
-        work, iwork = kept.get(ct.char), kept.get("i")
-        if work is None or work.shape[0] < floats:
-            work = kept[ct.char] = _aligned(max(floats, 2 * (0 if work is None else work.shape[0])), ct)
-        if iwork is None or iwork.shape[0] < ints:
-            iwork = kept["i"] = np.empty(max(ints, 2 * (0 if iwork is None else iwork.shape[0])), dtype=_I64)
-        return work, iwork
+            floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, self.compute_dtype.itemsize)
+            sizes = self._remember(key, (floats * tasks, ints * tasks))
+        return _kept_scratch(self.compute_dtype, *sizes)
+
+    def _split_scratch(self, s):
+        """Float and int64 scratch of a row of S steps split over two threads."""
+        sizes = self._scratch_sizes.get(s)
+        if sizes is None:
+            sizes = self._remember(s, split_scratch_size(s, self._inputs, self._hidden, self.compute_dtype.itemsize))
+        return _kept_scratch(self.compute_dtype, *sizes)
+
+    def _remember(self, key, sizes):
+        if len(self._scratch_sizes) >= 64:
+            self._scratch_sizes.clear()
+        self._scratch_sizes[key] = sizes
+        return sizes
 
     def _hoist(self, n, s, blocks):
         """1 if a task of ``n / blocks`` rows computes X·Wᵀ for all its steps first (HOIST_BYTES), else 0."""

@@ -8,11 +8,12 @@ from ._dispatch import compute_dtype
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import FastGRUError
 
-#: The kernel paths each op can take (_dispatch.Packed.run); a cell is one step, never split.
+#: The kernel paths each op can take (_dispatch.Packed.run); 'pair' also compiles the partner
+#: thread's loop (_partner.py); a cell (one step) is never split in a parallel region.
 _PATHS = {
-    "gru_cell": ("serial", "parallel"),
-    "gru_sequence": ("serial", "parallel", "split"),
-    "augru_sequence": ("serial", "parallel", "split"),
+    "gru_cell": ("serial", "parallel", "pair"),
+    "gru_sequence": ("serial", "parallel", "split", "pair"),
+    "augru_sequence": ("serial", "parallel", "split", "pair"),
 }
 _T1_NAMES = ("float16", "float32", "float64", "bfloat16")
 

@@ -1,5 +1,6 @@
 """Every kernel path gives the same bits: serial or parallel, any thread count, X·Wᵀ hoisted or
-computed per step, one row split over two threads or not (fastgru/_kernels/gru.py)."""
+computed per step, one row split over two threads or not, in one parallel region or with the
+partner thread (fastgru/_kernels/gru.py, split.py)."""
 
 import contextlib
 import itertools
@@ -13,10 +14,11 @@ from fastgru import _dispatch
 
 
 @contextlib.contextmanager
-def _path(monkeypatch, threads, serial_below=0, hoist_bytes=_dispatch.HOIST_BYTES, split_from=None):
+def _path(monkeypatch, threads, serial_below=0, hoist_bytes=_dispatch.HOIST_BYTES, split_from=None, pair_from=None):
     monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", serial_below)
     monkeypatch.setattr(_dispatch, "HOIST_BYTES", hoist_bytes)
     monkeypatch.setattr(_dispatch, "SPLIT_FROM_HIDDEN", 10**9 if split_from is None else split_from)
+    monkeypatch.setattr(_dispatch, "PAIR_FROM_HIDDEN", 10**9 if pair_from is None else pair_from)
     monkeypatch.setattr(_dispatch, "SPLIT_FROM_STEPS", 1)
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
@@ -54,6 +56,8 @@ PATHS = {
     "parallel-2": {"threads": 2},
     "parallel-2-per-step-projection": {"threads": 2, "hoist_bytes": 0},
     "split-2": {"threads": 2, "split_from": 1},
+    "pair-2": {"threads": 2, "pair_from": 1},
+    "pair-1": {"threads": 1, "pair_from": 1},  # no partner: the calling thread runs both halves
 }
 
 SHAPES = [
@@ -105,15 +109,16 @@ def test_split_row_matches_the_function_api_on_two_threads(monkeypatch):
                 np.testing.assert_array_equal(g, w)
 
 
-def test_split_rows_from_four_python_threads_at_once(monkeypatch):
-    """Four calls of the two-thread split path at once on two cores: workers that spin on their
-    partner must neither deadlock nor change a bit."""
+@pytest.mark.parametrize("how", ["split", "pair"])
+def test_split_rows_from_four_python_threads_at_once(monkeypatch, how):
+    """Four calls of a two-thread path at once on two cores: workers that spin on their partner
+    must neither deadlock nor change a bit (one call at a time has the partner thread)."""
     from concurrent.futures import ThreadPoolExecutor
 
     cases = [_case(np.random.default_rng(k), 1, 25, 6, 64, "forward", k % 2 == 1, np.float32) for k in range(4)]
     with _path(monkeypatch, threads=1, serial_below=10**18):
         want = [op(*inputs.values()) for op, inputs in cases]
-    with _path(monkeypatch, threads=2, split_from=1), ThreadPoolExecutor(max_workers=4) as pool:
+    with _path(monkeypatch, threads=2, **{f"{how}_from": 1}), ThreadPoolExecutor(max_workers=4) as pool:
         futures = [pool.submit(op, *inputs.values()) for op, inputs in cases * 5]
         got = [f.result(timeout=60) for f in futures]
     for k, results in enumerate(got):

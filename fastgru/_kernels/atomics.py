@@ -1,13 +1,18 @@
-"""Sequentially consistent atomic operations on int64 array elements, for the split kernel.
+"""Sequentially consistent atomic operations on int64 array elements, and the few other machine
+operations the two-thread kernels need (a cycle counter, a spin-wait hint, raw addresses).
 
-Numba has no atomics; these intrinsics emit LLVM's ``atomicrmw``, ``cmpxchg`` and atomic loads.
-Sequential consistency makes every write a thread did before ``atomic_add`` visible to a thread
-that then reads the new value with ``atomic_load``.
+Numba has no atomics; these intrinsics emit LLVM's ``atomicrmw``, ``cmpxchg`` and atomic loads
+and stores. Sequential consistency makes every write a thread did before ``atomic_add`` or
+``atomic_store`` visible to a thread that then reads the new value with ``atomic_load``.
 """
+
+import platform
 
 from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 def _pointer(context, builder, array_type, array, index):
@@ -43,6 +48,38 @@ def atomic_load(typingctx, array, index):
 
 
 @intrinsic
+def atomic_store(typingctx, array, index, value):
+    """array[index] = value, written atomically."""
+    if array.dtype != types.int64 or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        value = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(value, ptr, "seq_cst", 8)
+        return context.get_dummy_value()
+
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
+def atomic_swap(typingctx, array, index, expected, new):
+    """Set array[index] from ``expected`` to ``new`` atomically; True if this call did it
+    (compare-and-swap)."""
+    if array.dtype != types.int64 or not isinstance(expected, types.Integer) or not isinstance(new, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        old = context.cast(builder, args[2], signature.args[2], types.int64)
+        new = context.cast(builder, args[3], signature.args[3], types.int64)
+        pair = builder.cmpxchg(ptr, old, new, "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(array, index, expected, new), codegen
+
+
+@intrinsic
 def atomic_claim(typingctx, array, index):
     """Set array[index] from 0 to 1 atomically; True if this call did it (compare-and-swap)."""
     if array.dtype != types.int64:
@@ -57,6 +94,58 @@ def atomic_claim(typingctx, array, index):
     return types.boolean(array, index), codegen
 
 
+@intrinsic
+def cycles(typingctx):
+    """The processor's cycle counter (x86: the time-stamp counter, which runs at a constant rate)."""
+
+    def codegen(context, builder, signature, args):
+        counter = builder.module.declare_intrinsic("llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
+        return builder.call(counter, [])
+
+    return types.int64(), codegen
+
+
+@intrinsic
+def spin_pause(typingctx):
+    """Tell the core that this thread spins (x86 ``pause``): it yields the core's resources to the
+    other hardware thread and eases the exit from the loop. Nothing elsewhere."""
+
+    def codegen(context, builder, signature, args):
+        if _X86:
+            hint = builder.module.declare_intrinsic("llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(hint, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@intrinsic
+def address_of(typingctx, array):
+    """The address of an array's first element, as an int64."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.ptrtoint(data, ir.IntType(64))
+
+    return types.int64(array), codegen
+
+
+@intrinsic
+def pointer_to(typingctx, address, like):
+    """``address`` (from ``address_of``) as a pointer to elements of the array ``like``'s dtype, for
+    ``numba.carray``."""
+    if not isinstance(like, types.Array) or not isinstance(address, types.Integer):
+        return None
+    pointer = types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(address, like), codegen
+
+
 if config.DISABLE_JIT:  # pure Python: one thread runs the kernels, plain operations suffice
 
     def atomic_add(array, index, value):  # noqa: F811
@@ -67,8 +156,14 @@ if config.DISABLE_JIT:  # pure Python: one thread runs the kernels, plain operat
     def atomic_load(array, index):  # noqa: F811
         return array[index]
 
-    def atomic_claim(array, index):  # noqa: F811
-        if array[index] == 0:
-            array[index] = 1
+    def atomic_store(array, index, value):  # noqa: F811
+        array[index] = value
+
+    def atomic_swap(array, index, expected, new):  # noqa: F811
+        if array[index] == expected:
+            array[index] = new
             return True
         return False
+
+    def atomic_claim(array, index):  # noqa: F811
+        return atomic_swap(array, index, 0, 1)

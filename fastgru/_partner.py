@@ -1,0 +1,127 @@
+"""fastgru's partner thread: a second worker for one-row calls, kept spinning between calls.
+
+A batch-1 call is bound by streaming its packed weights (1.5 MB for a 256x256 cell), which two
+cores do twice as fast as one, each from its own L2. Sharing the row through Numba's threading
+layer costs a parallel region per call, 20-110 µs with TBB, more than a cell takes on one thread.
+The partner is one daemon thread that waits for jobs in compiled code without the GIL
+(``_kernels.split.serve``): a call posts its job to a mailbox and runs its own half; the partner,
+spinning, picks the other half up within a microsecond. When it has had no job for
+``FASTGRU_SPIN_US`` microseconds it goes to sleep, and the next call wakes it; that call does not
+wait for it, it does both halves itself if the partner comes too late.
+
+One call at a time uses the partner (others take the usual paths), and only while the process-wide
+thread budget (``_threading``) grants it two threads.
+
+Environment: ``FASTGRU_SPIN_US`` (default 1000): how long the partner spins after its last job
+before it sleeps, burning one core meanwhile as ONNX Runtime's spinning threads do; ``0``: no
+partner, one-row calls share their work through Numba's threading layer (``run_split``).
+"""
+
+import atexit
+import os
+import threading
+import time
+
+import numpy as np
+from numba import config
+
+from ._config import kernel
+from ._kernels.atomics import cycles
+from ._kernels.split import ASLEEP, MAILBOX_SIZE, NAP, STATE, STOP, serve
+
+#: Microseconds the partner spins without a job before it sleeps; 0: no partner.
+SPIN_US = int(os.environ.get("FASTGRU_SPIN_US", "1000") or 0)
+
+
+@kernel()
+def _cycles():
+    return cycles()
+
+
+def _cycles_per_second():
+    """The cycle counter's rate, measured over 5 ms (0 where the machine has no such counter)."""
+    c0, t0 = _cycles(), time.perf_counter()
+    time.sleep(0.005)
+    return max(0.0, (_cycles() - c0) / (time.perf_counter() - t0))
+
+
+def _mailbox():
+    """A zeroed mailbox starting on a 64-byte line (its state and flags then on lines of their own)."""
+    buf = np.zeros(MAILBOX_SIZE + 8, dtype=np.int64)
+    first = (-buf.ctypes.data // 8) % 8
+    return buf[first: first + MAILBOX_SIZE]
+
+
+class Partner:
+    """The partner thread and its mailbox: ``acquire`` before ``run_pair``, ``release`` after;
+    ``nap`` before other parallel work, so that the partner does not spin on a core it needs."""
+
+    def __init__(self):
+        self.enabled = SPIN_US > 0 and not config.DISABLE_JIT
+        self.mailbox = _mailbox()
+        self._busy = threading.Lock()
+        self._wake = threading.Event()
+        self._thread = None
+
+    def acquire(self):
+        """Take the partner for one call, waking it if it sleeps; False if it is disabled or
+        another call has it."""
+        if not self.enabled or not self._busy.acquire(blocking=False):
+            return False
+        if self._thread is None:
+            self._start()
+        elif self.mailbox[ASLEEP]:
+            self.mailbox[NAP] = 0
+            self._wake.set()
+        return True
+
+    def release(self):
+        self._busy.release()
+
+    def nap(self):
+        """Ask the partner, if it spins, to sleep until the next ``acquire``."""
+        if self._thread is not None and not self.mailbox[ASLEEP]:
+            self.mailbox[NAP] = 1
+
+    def _start(self):
+        # Compile (or load) the partner's loop here, as the first call of any kernel does: in the
+        # new thread, Numba's compiler would hold the GIL while the caller goes on.
+        stopped = _mailbox()
+        stopped[STATE] = STOP
+        serve(stopped, 0)
+        self._thread = threading.Thread(target=self._serve, name="fastgru-partner", daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        rate = _cycles_per_second()
+        if rate <= 0:
+            self.enabled = False
+            return
+        spin_cycles = int(rate * SPIN_US * 1e-6)
+        while True:
+            serve(self.mailbox, spin_cycles)  # without the GIL; returns asleep or stopped
+            if self.mailbox[STATE] == STOP:
+                return
+            self._wake.wait()
+            self._wake.clear()
+
+    def stop(self):
+        """Stop the thread (at exit): it leaves its loop at once, spinning or asleep."""
+        if self._thread is not None and self._busy.acquire(timeout=1.0):  # no call has it
+            self.mailbox[STATE] = STOP
+            self._wake.set()
+            self._thread.join(timeout=1.0)
+
+
+PARTNER = Partner()
+atexit.register(lambda: PARTNER.stop())
+
+
+def _after_fork():
+    """A forked child has no partner thread: it makes its own when it needs one."""
+    global PARTNER
+    PARTNER = Partner()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -1,0 +1,167 @@
+"""The partner thread (fastgru/_partner.py) that takes half of a one-row call: it gives the bits
+of one thread, it is really used, it sleeps and wakes, it can be turned off, and a process with
+it exits and forks cleanly."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numba
+import numpy as np
+import pytest
+
+import fastgru
+from fastgru import _dispatch, _partner
+from fastgru._kernels.split import ASLEEP
+
+pytestmark = [
+    pytest.mark.skipif(not _partner.PARTNER.enabled, reason="no partner thread (FASTGRU_SPIN_US=0 or no JIT)"),
+    pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here"),
+]
+
+
+def _cell(h=256, lbr=False, seed=0):
+    rng = np.random.default_rng(seed)
+    scale = 1 / np.sqrt(h)
+    op = fastgru.GRUCell(rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32),
+                         rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32),
+                         rng.uniform(-scale, scale, (4 if lbr else 3) * h).astype(np.float32), linear_before_reset=lbr)
+    return op, rng.standard_normal((1, h)).astype(np.float32), rng.standard_normal((1, h)).astype(np.float32)
+
+
+def _taken(monkeypatch):
+    """Record run_pair's answers: 1 when the partner took the job."""
+    answers = []
+
+    def run_pair(*args):
+        answers.append(_dispatch_run_pair(*args))
+
+    _dispatch_run_pair = _dispatch.run_pair
+    monkeypatch.setattr(_dispatch, "run_pair", run_pair)
+    return answers
+
+
+def _wait_until(condition, seconds=2.0):
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def test_a_cell_of_256_units_takes_the_pair_path():
+    op, _, _ = _cell()
+    assert op._packed._path(1, 1) == "pair"
+
+
+@pytest.mark.parametrize("lbr", [False, True])
+def test_the_partner_takes_half_and_the_bits_do_not_change(monkeypatch, lbr):
+    op, x, h = _cell(lbr=lbr)
+    with fastgru.threads(1):
+        want = op(x, h)  # one thread: the calling thread runs both halves
+    answers = _taken(monkeypatch)
+    for _ in range(300):
+        np.testing.assert_array_equal(op(x, h), want)
+    # On a quiet machine the spinning partner takes nearly every job; on a busy one at least some.
+    assert sum(answers) > 0 and len(answers) == 300
+
+
+def test_a_sleeping_partner_is_woken_by_the_next_call(monkeypatch):
+    op, x, h = _cell(seed=1)
+    want = op(x, h)
+    _partner.PARTNER.nap()
+    assert _wait_until(lambda: _partner.PARTNER.mailbox[ASLEEP] == 1)
+    answers = _taken(monkeypatch)
+    for _ in range(300):
+        np.testing.assert_array_equal(op(x, h), want)
+    assert sum(answers) > 0
+
+
+def test_parallel_work_puts_the_partner_to_sleep():
+    op, x, h = _cell(seed=2)
+    op(x, h)  # the partner spins now
+    rng = np.random.default_rng(0)
+    big = fastgru.GRUSequence(rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32),
+                              rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32), np.zeros((1, 192), np.float32))
+    X, h0 = rng.standard_normal((32, 20, 64)).astype(np.float32), np.zeros((32, 1, 64), np.float32)
+    assert big._packed._path(32, 20) == "parallel"
+    big(X, h0, np.full(32, 20))
+    assert _wait_until(lambda: _partner.PARTNER.mailbox[ASLEEP] == 1)
+
+
+def test_a_sequence_row_with_the_partner_matches_one_thread():
+    rng = np.random.default_rng(3)
+    h, i, s = 256, 16, 40
+    op = fastgru.AUGRUSequence(rng.uniform(-.06, .06, (1, 3 * h, i)).astype(np.float32),
+                               rng.uniform(-.06, .06, (1, 3 * h, h)).astype(np.float32),
+                               rng.uniform(-.06, .06, (1, 3 * h)).astype(np.float32))
+    inputs = (rng.standard_normal((1, s, i)).astype(np.float32), rng.standard_normal((1, 1, h)).astype(np.float32),
+              np.array([s - 3]), rng.uniform(0, 1, (1, s, 1)).astype(np.float32))
+    with fastgru.threads(1):
+        want = op(*inputs)
+    assert op._packed._path(1, s) == "pair"
+    for _ in range(20):
+        for g, w in zip(op(*inputs), want, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+def _python(code, **env):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+_CELL = """
+    import threading, numpy as np, fastgru
+    from fastgru import _partner
+    rng = np.random.default_rng(0)
+    h = 256
+    op = fastgru.GRUCell(rng.uniform(-.06, .06, (3 * h, h)).astype(np.float32),
+                         rng.uniform(-.06, .06, (3 * h, h)).astype(np.float32))
+    x, h0 = rng.standard_normal((1, h)).astype(np.float32), np.zeros((1, h), np.float32)
+    with fastgru.threads(1):
+        want = op(x, h0)
+    partners = lambda: sum(t.name == "fastgru-partner" for t in threading.enumerate())
+"""
+
+
+def test_spin_us_0_turns_the_partner_off():
+    done = _python(_CELL + """
+    got = op(x, h0)
+    print(_partner.PARTNER.enabled, op._packed._path(1, 1), partners(), np.array_equal(got, want))
+    """, FASTGRU_SPIN_US="0")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "serial", "0", "True"]
+
+
+def test_a_process_with_a_spinning_partner_exits_at_once():
+    start = time.monotonic()
+    done = _python(_CELL + """
+    for _ in range(50):
+        assert np.array_equal(op(x, h0), want)
+    print(partners())
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1"]
+    assert time.monotonic() - start < 120
+
+
+def test_a_forked_child_makes_its_own_partner():
+    done = _python(_CELL + """
+    import multiprocessing
+    op(x, h0)  # the parent's partner runs
+
+    def child(queue):
+        queue.put((partners(), bool(np.array_equal(op(x, h0), want)), partners()))
+
+    queue = multiprocessing.get_context("fork").Queue()
+    process = multiprocessing.get_context("fork").Process(target=child, args=(queue,))
+    process.start()
+    print(*queue.get(timeout=120))
+    process.join(60)
+    print(process.exitcode)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True", "1", "0"]
