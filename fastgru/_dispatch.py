@@ -15,7 +15,7 @@ from . import _partner
 from ._kernels.gru import pack_weights, run_parallel, run_serial, scratch_size
 from ._kernels.microkernel import lanes
 from ._kernels.split import MAILBOX_SIZE, run_pair, run_split, split_scratch_size
-from ._threading import release, reserve
+from ._threading import release, requested, reserve
 
 #: Below this many floating-point operations (2·N·S·D·3H·(I + H), the products) a call runs on
 #: the calling thread: entering a parallel region costs 20-30 µs with TBB on these machines even
@@ -164,8 +164,8 @@ class Packed:
             y, ho = results
         if lengths is None:  # every step of every row (the cell: one)
             lengths = self._ones_for(n) if s == 1 else np.full(n, s, dtype=_I64)
-        else:
-            lengths = kernel_array(lengths, _I64)
+        elif lengths.dtype is not _I64 or not lengths.flags.carray:
+            lengths = lengths.astype(_I64)  # a new C-contiguous array (lengths are 1-D)
         self.run(X, h0, lengths, att, y, ho)
         if results is out:
             return out
@@ -201,7 +201,7 @@ class Packed:
             # The partner takes half of the row if the budget leaves a thread for it and no other
             # call has it; else this thread's own mailbox, which nobody serves: this thread then
             # runs both halves.
-            granted = reserve(min(2, numba.get_num_threads()))
+            granted = reserve(min(2, requested()))
             try:
                 if granted > 1 and partner.acquire():
                     try:
@@ -214,7 +214,7 @@ class Packed:
                 release(granted)
             return
         partner.nap()  # a parallel region needs the cores the partner would spin on
-        wanted = numba.get_num_threads()
+        wanted = requested()
         granted = reserve(wanted)
         try:
             if granted != wanted:
@@ -254,14 +254,23 @@ class Packed:
         if sizes is None:
             floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, self.compute_dtype.itemsize)
             sizes = self._remember(key, (floats * tasks, ints * tasks))
-        return _kept_scratch(self.compute_dtype, *sizes)
+        return self._kept(*sizes)
 
     def _split_scratch(self, s):
         """Float and int64 scratch of a row of S steps split over two threads."""
         sizes = self._scratch_sizes.get(s)
         if sizes is None:
             sizes = self._remember(s, split_scratch_size(s, self._inputs, self._hidden, self.compute_dtype.itemsize))
-        return _kept_scratch(self.compute_dtype, *sizes)
+        return self._kept(*sizes)
+
+    def _kept(self, floats, ints):
+        """The calling thread's kept scratch when it is large enough (the common case of
+        _kept_scratch, inline: it is a noticeable part of a small call)."""
+        kept = _kept.__dict__
+        work, iwork = kept.get(self.compute_dtype.char), kept.get("i")
+        if work is not None and iwork is not None and work.shape[0] >= floats and iwork.shape[0] >= ints:
+            return work, iwork
+        return _kept_scratch(self.compute_dtype, floats, ints)
 
     def _remember(self, key, sizes):
         if len(self._scratch_sizes) >= 64:

@@ -96,6 +96,14 @@ def start_pool():
     return numba.threading_layer()
 
 
+def requested():
+    """``numba.get_num_threads()``, the calling thread's count, without the two locks Numba takes on
+    every call to check that its pool runs (0.7 µs, against 0.15 µs once the pool runs)."""
+    if _numba_parallel._is_initialized:
+        return _numba_parallel._get_num_threads()
+    return numba.get_num_threads()
+
+
 def reserve(wanted):
     """Take up to ``wanted`` threads of the budget for one call; returns how many it got (>= 1).
 
