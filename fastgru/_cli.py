@@ -32,6 +32,7 @@ def info():
 
     from ._config import CACHE, CACHE_DIR, cache_folder
     from ._kernels.gru import run_serial
+    from ._partner import PARTNER, SPIN_US
     from ._threading import BUDGET, start_pool
 
     features = llvm.get_host_cpu_features()
@@ -49,6 +50,8 @@ def info():
         "simd": f"{simd.upper()} (kernels are compiled for this host's CPU)",
         "threads": f"{fastgru.get_num_threads()} for this thread; NUMBA_NUM_THREADS={BUDGET} for the process",
         "threading layer": start_pool(),
+        "partner thread": (f"spins {SPIN_US} µs after its last job (FASTGRU_SPIN_US)" if PARTNER.enabled else
+                           "off (FASTGRU_SPIN_US=0, no JIT, or not an x86 CPU)"),
         "cache folder": cache,
         "FASTGRU_CACHE_DIR": CACHE_DIR or "unset",
     }

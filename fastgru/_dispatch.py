@@ -43,12 +43,16 @@ KEEP_SCRATCH_BYTES = 4 << 20
 SPLIT_FROM_HIDDEN = 256
 SPLIT_FROM_STEPS = 16
 
-#: With the partner thread (_partner.py), a single row is shared from this hidden_size on, for
-#: any number of steps (a cell too): handing half of a call to the spinning partner costs well
-#: under a microsecond. Measured (b1, I = H, float32, prepared op, medians): a one-step cell
-#: 15.9 against 20.8 µs serial at H=256, 43 against 63 µs at H=512, but 9.0 against 7.4 µs at
-#: H=128, where the halves are too small for the ~1.5 µs that two threads add.
-PAIR_FROM_HIDDEN = 256
+#: With the partner thread (_partner.py), a single row is shared from this hidden_size and this
+#: much work (2·S·3H·(I + H) flops) on, a one-step cell included: handing half of a call to the
+#: spinning partner costs about a microsecond, where a parallel region costs 20-110 µs. Measured
+#: (b1, float32, prepared op, medians of interleaved runs, partner against one thread): cells
+#: i256 h256 15.3 against 21.9 µs, i192 h192 11.6 against 13.6, i512 h128 11.6 against 14.6, but
+#: i192 h64 10.3 against 9.9 and i128 h128 9.6 against 7.8; sequences of 100 steps, I=64: h128
+#: 148-179 against 187-212 µs (in the benchmark's process 164-172 against 195-208), h64 92-97
+#: against 73-79; h128 of 4 steps 13.9 against 13.8, of 16 steps 32-34 against 37.
+PAIR_FROM_HIDDEN = 128
+PAIR_FROM_FLOPS = 400_000
 
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -240,7 +244,7 @@ class Packed:
         d, h = self._directions, self._hidden
         flops = 2 * n * s * d * 3 * h * (h + self._inputs)
         if n * d == 1:
-            if _partner.PARTNER.enabled and h >= PAIR_FROM_HIDDEN:
+            if _partner.PARTNER.enabled and h >= PAIR_FROM_HIDDEN and flops >= PAIR_FROM_FLOPS:
                 return "pair"
             if h >= SPLIT_FROM_HIDDEN and s >= SPLIT_FROM_STEPS and flops >= SERIAL_BELOW_FLOPS:
                 return "split"

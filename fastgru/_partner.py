@@ -14,7 +14,8 @@ thread budget (``_threading``) grants it two threads.
 
 Environment: ``FASTGRU_SPIN_US`` (default 1000): how long the partner spins after its last job
 before it sleeps, burning one core meanwhile as ONNX Runtime's spinning threads do; ``0``: no
-partner, one-row calls share their work through Numba's threading layer (``run_split``).
+partner, one-row calls share their work through Numba's threading layer (``run_split``). The
+partner needs an x86 CPU (its time-stamp counter times the spinning).
 """
 
 import atexit
@@ -26,11 +27,20 @@ import numpy as np
 from numba import config
 
 from ._config import kernel
-from ._kernels.atomics import cycles
+from ._kernels.atomics import X86, cycles
 from ._kernels.split import ASLEEP, MAILBOX_SIZE, NAP, STATE, STOP, serve
 
+
+def _spin_us(text):
+    """FASTGRU_SPIN_US's value: a whole number of microseconds, at least 0."""
+    if not text.strip().isdigit():
+        raise ValueError(f"FASTGRU_SPIN_US is {text!r}; expected a whole number of microseconds "
+                         "(0 turns the partner thread off)")
+    return int(text)
+
+
 #: Microseconds the partner spins without a job before it sleeps; 0: no partner.
-SPIN_US = int(os.environ.get("FASTGRU_SPIN_US", "1000") or 0)
+SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", "1000"))
 
 
 @kernel()
@@ -39,9 +49,9 @@ def _cycles():
 
 
 def _cycles_per_second():
-    """The cycle counter's rate, measured over 5 ms (0 where the machine has no such counter)."""
+    """The cycle counter's rate, measured over 2 ms (0 where the machine has no such counter)."""
     c0, t0 = _cycles(), time.perf_counter()
-    time.sleep(0.005)
+    time.sleep(0.002)
     return max(0.0, (_cycles() - c0) / (time.perf_counter() - t0))
 
 
@@ -57,11 +67,14 @@ class Partner:
     ``nap`` before other parallel work, so that the partner does not spin on a core it needs."""
 
     def __init__(self):
-        self.enabled = SPIN_US > 0 and not config.DISABLE_JIT
+        # x86 only: its cycle counter is readable from user space and runs at a constant rate.
+        self.enabled = SPIN_US > 0 and not config.DISABLE_JIT and X86
         self.mailbox = _mailbox()
         self._busy = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
+        #: Set once the thread serves (a few milliseconds after the first ``acquire``).
+        self.serving = threading.Event()
 
     def acquire(self):
         """Take the partner for one call, waking it if it sleeps; False if it is disabled or
@@ -98,6 +111,7 @@ class Partner:
             self.enabled = False
             return
         spin_cycles = int(rate * SPIN_US * 1e-6)
+        self.serving.set()
         while True:
             serve(self.mailbox, spin_cycles)  # without the GIL; returns asleep or stopped
             if self.mailbox[STATE] == STOP:

@@ -19,6 +19,7 @@ def _path(monkeypatch, threads, serial_below=0, hoist_bytes=_dispatch.HOIST_BYTE
     monkeypatch.setattr(_dispatch, "HOIST_BYTES", hoist_bytes)
     monkeypatch.setattr(_dispatch, "SPLIT_FROM_HIDDEN", 10**9 if split_from is None else split_from)
     monkeypatch.setattr(_dispatch, "PAIR_FROM_HIDDEN", 10**9 if pair_from is None else pair_from)
+    monkeypatch.setattr(_dispatch, "PAIR_FROM_FLOPS", 0)
     monkeypatch.setattr(_dispatch, "SPLIT_FROM_STEPS", 1)
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

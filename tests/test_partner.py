@@ -31,8 +31,11 @@ def _cell(h=256, lbr=False, seed=0):
     return op, rng.standard_normal((1, h)).astype(np.float32), rng.standard_normal((1, h)).astype(np.float32)
 
 
-def _taken(monkeypatch):
-    """Record run_pair's answers: 1 when the partner took the job."""
+def _taken(monkeypatch, op, *inputs):
+    """Record run_pair's answers (1 when the partner took the job), once the partner serves (its
+    thread starts on the first call that wants it)."""
+    op(*inputs)
+    assert _partner.PARTNER.serving.wait(10)
     answers = []
 
     def run_pair(*args):
@@ -62,7 +65,7 @@ def test_the_partner_takes_half_and_the_bits_do_not_change(monkeypatch, lbr):
     op, x, h = _cell(lbr=lbr)
     with fastgru.threads(1):
         want = op(x, h)  # one thread: the calling thread runs both halves
-    answers = _taken(monkeypatch)
+    answers = _taken(monkeypatch, op, x, h)
     for _ in range(300):
         np.testing.assert_array_equal(op(x, h), want)
     # On a quiet machine the spinning partner takes nearly every job; on a busy one at least some.
@@ -74,7 +77,7 @@ def test_a_sleeping_partner_is_woken_by_the_next_call(monkeypatch):
     want = op(x, h)
     _partner.PARTNER.nap()
     assert _wait_until(lambda: _partner.PARTNER.mailbox[ASLEEP] == 1)
-    answers = _taken(monkeypatch)
+    answers = _taken(monkeypatch, op, x, h)
     for _ in range(300):
         np.testing.assert_array_equal(op(x, h), want)
     assert sum(answers) > 0
@@ -134,6 +137,12 @@ def test_spin_us_0_turns_the_partner_off():
     """, FASTGRU_SPIN_US="0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "serial", "0", "True"]
+
+
+def test_a_bad_spin_us_says_what_is_wrong():
+    done = _python("import fastgru", FASTGRU_SPIN_US="1ms")
+    assert done.returncode != 0
+    assert "ValueError: FASTGRU_SPIN_US is '1ms'; expected a whole number of microseconds" in done.stderr
 
 
 def test_a_process_with_a_spinning_partner_exits_at_once():

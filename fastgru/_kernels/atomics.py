@@ -12,7 +12,7 @@ from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
 
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 def _pointer(context, builder, array_type, array, index):
@@ -111,7 +111,7 @@ def spin_pause(typingctx):
     other hardware thread and eases the exit from the loop. Nothing elsewhere."""
 
     def codegen(context, builder, signature, args):
-        if _X86:
+        if X86:
             hint = builder.module.declare_intrinsic("llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
             builder.call(hint, [])
         return context.get_dummy_value()
