@@ -101,16 +101,18 @@ def _geometry(n_hidden, itemsize):
 
 
 @kernel()
-def _pack(a, a0, m, r0, n, k_len):
-    """Pack rows r0..r0+n of m (.., >= k_len) into ``a`` from a0, tile by tile: the tile of rows
-    i0.. (of _tile rows) at a0 + i0*k_len, k-major."""
+def _pack(a, a0, m, m0, ld, n, k_len):
+    """Pack n rows of k_len elements of ``m`` (any C-contiguous array, row i at flat offset
+    m0 + i*ld) into ``a`` from a0, tile by tile: the tile of rows i0.. (of _tile rows) at
+    a0 + i0*k_len, k-major."""
     i0 = 0
     while i0 < n:
         mr = _tile(n - i0)
         for r in range(mr):
             base = a0 + i0 * k_len + r
+            row = m0 + (i0 + r) * ld
             for k in range(k_len):
-                store(a, base + k * mr, m[r0 + i0 + r, k])
+                store(a, base + k * mr, load(m, row + k))
         i0 += mr
 
 
@@ -134,12 +136,12 @@ def _product_rows(c, c0, ldc, a, a0, k_len, n, panels, base, p0, p1, nr):
 
 
 @kernel()
-def _project(x2, r0, n_rows, weights, bias, d, out, o0, ldc, a, a0, p0, p1):
+def _project(X, r0, n_rows, weights, b0, n_hidden, d, out, o0, ldc, a, a0, p0, p1):
     """Rows i < n_rows of the projection: out[o0 + i*ldc + col] = [Bz, Br, Bh|Wbh][col] +
-    x2[r0 + i]·Wᵀ[col] for the columns of panels p0..p1 (the padding past 3H zero).
-    ``a`` holds min(n_rows, CHUNK_ROWS) packed rows of x2 (M, I) from a0."""
-    n_hidden = bias.shape[2]
-    n_inputs = x2.shape[1]
+    x_(r0 + i)·Wᵀ[col] for the columns of panels p0..p1 (the padding past 3H zero), x_r being
+    the r-th row of X (N, S, I) as rows (row b*S + t), the bias at b0 in ``weights``.
+    ``a`` holds min(n_rows, CHUNK_ROWS) packed rows of X from a0."""
+    n_inputs = X.shape[2]
     nr, n_panels, _, _ = _geometry(n_hidden, out.itemsize)
     wbase = d * n_panels * n_inputs * nr
     c0, c1 = p0 * nr, p1 * nr
@@ -149,10 +151,10 @@ def _project(x2, r0, n_rows, weights, bias, d, out, o0, ldc, a, a0, p0, p1):
             row = o0 + (m0 + r) * ldc
             for g in range(3):
                 for col in range(max(c0, g * n_hidden), min(c1, (g + 1) * n_hidden)):
-                    store(out, row + col, bias[d, g, col - g * n_hidden])
+                    store(out, row + col, load(weights, b0 + (d * 4 + g) * n_hidden + col - g * n_hidden))
             for col in range(max(c0, 3 * n_hidden), c1):
                 store(out, row + col, 0)  # padding: computed, never read
-        _pack(a, a0, x2, r0 + m0, n, n_inputs)
+        _pack(a, a0, X, (r0 + m0) * n_inputs, n_inputs, n, n_inputs)
         _product_rows(out, o0 + m0 * ldc + c0, ldc, a, a0, n_inputs, n, weights, wbase, p0, p1, nr)
 
 
@@ -181,11 +183,18 @@ def _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize):
     return 0, o_c2, o_a, o_m, o_state, o_xg, o_xg + (n_rows * seq_length if hoist else chunk) * n_panels * nr
 
 
+@kernel()
+def _hoisted_row(iwork, row_at, time_at, lo, seq_length):
+    """The row of X·Wᵀ + bias computed for all steps (hoist) that the chunk's row at ``row_at`` of
+    iwork needs at the time at ``time_at``."""
+    return (load(iwork, row_at) - lo) * seq_length + load(iwork, time_at)
+
+
 @kernel(exact=True)
-def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_code, clip_at, keep, hoist, d, lo, hi,
+def _run_rows(X, h0, lengths, att, y, ho, weights, b0, rev, lbr, f_code, g_code, clip_at, keep, hoist, d, lo, hi,
               work, iwork):
     """All steps of direction ``d`` for batch rows ``lo:hi``; ``rev``: in reverse; ``hoist``: X·Wᵀ
-    for all steps first; ``bias`` the (D, 4, H) view of the weights' bias, ``clip_at`` of the dtype.
+    for all steps first; ``b0`` where the bias (D, 4, H) starts in ``weights``, ``clip_at`` of the dtype.
 
     ``work`` and ``iwork`` are the task's scratch of ``scratch_size`` elements (float and int64):
     the kernel allocates nothing unless the rows need sorting by length.
@@ -205,73 +214,70 @@ def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_cod
     o_c, o_c2, o_a, o_m, o_state, o_xg, o_end = _scratch_sizes(n_rows, seq_length, n_inputs, n_hidden, hoist,
                                                                y.itemsize)
     w = work
-    # The only views, made once: X as rows (row b*S + t), and the rows to pack and the states as
-    # matrices for _pack.
-    x2 = X.reshape(X.shape[0] * seq_length, n_inputs)
-    chunk = min(n_rows, CHUNK_ROWS)
-    m2 = w[o_m: o_m + chunk * width].reshape(chunk, width)
-    states = w[o_state: o_state + n_rows * n_hidden].reshape(n_rows, n_hidden)
     if hoist:
-        _project(x2, lo * seq_length, n_rows * seq_length, weights, bias, d, w, o_xg, ldc, w, o_a, 0, n_panels)
+        _project(X, lo * seq_length, n_rows * seq_length, weights, b0, n_hidden, d, w, o_xg, ldc, w, o_a, 0,
+                 n_panels)
     one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
 
-    # Rows by decreasing length (stable): the rows still running at step s are a prefix.
-    rows = iwork[:n_rows]
-    times = iwork[n_rows:]
+    # Rows by decreasing length (stable): the rows still running at step s are a prefix. iwork
+    # holds the rows (batch indices) in that order, then the chunk's times.
+    rows, times = 0, n_rows
     ordered = True
     for i in range(n_rows):
-        rows[i] = lo + i
+        store(iwork, rows + i, lo + i)
         if i > 0 and lengths[lo + i] > lengths[lo + i - 1]:
             ordered = False
     if not ordered:
-        rows[:] = lo + np.argsort(-lengths[lo:hi], kind="mergesort")
+        order = np.argsort(-lengths[lo:hi], kind="mergesort")
+        for i in range(n_rows):
+            store(iwork, rows + i, lo + order[i])
     for i in range(n_rows):
         for j in range(n_hidden):
-            store(w, o_state + i * n_hidden + j, h0[rows[i], d, j])
+            store(w, o_state + i * n_hidden + j, h0[load(iwork, rows + i), d, j])
 
     running = n_rows
     for s in range(seq_length):
-        while running > 0 and lengths[rows[running - 1]] <= s:
+        while running > 0 and lengths[load(iwork, rows + running - 1)] <= s:
             running -= 1
         if running == 0:
             break
         for g0 in range(0, running, CHUNK_ROWS):
             n = min(CHUNK_ROWS, running - g0)
             for i in range(n):
-                times[i] = lengths[rows[g0 + i]] - 1 - s if rev else s
+                store(iwork, times + i, lengths[load(iwork, rows + g0 + i)] - 1 - s if rev else s)
             if not hoist:
                 # X_t·Wᵀ + bias for the chunk's rows, as _project does for a whole block.
                 for i in range(n):
                     xo = o_xg + i * ldc
                     for g in range(3):
                         for j in range(n_hidden):
-                            store(w, xo + g * n_hidden + j, bias[d, g, j])
+                            store(w, xo + g * n_hidden + j, load(weights, b0 + (d * 4 + g) * n_hidden + j))
                     for col in range(h3, ldc):
                         store(w, xo + col, 0)  # padding: computed, never read
-                    b, t = rows[g0 + i], times[i]
+                    b, t = load(iwork, rows + g0 + i), load(iwork, times + i)
                     for k in range(n_inputs):
                         store(w, o_m + i * width + k, X[b, t, k])
-                _pack(w, o_a, m2, 0, n, n_inputs)
+                _pack(w, o_a, w, o_m, width, n, n_inputs)
                 _product_rows(w, o_xg, ldc, w, o_a, n_inputs, n, weights, wbase, 0, n_panels, nr)
             # Start z, r from X·Wᵀ + bias, and for linear_before_reset the h gate's recurrent
             # part from Rbh; then z, r (and H·Rhᵀ + Rbh) from one product over the packed states.
             for i in range(n):
-                xo = o_xg + ((rows[g0 + i] - lo) * seq_length + times[i] if hoist else i) * ldc
+                xo = o_xg + (_hoisted_row(iwork, rows + g0 + i, times + i, lo, seq_length) if hoist else i) * ldc
                 co = o_c + i * ldc
                 for col in range(h2):
                     store(w, co + col, load(w, xo + col))
                 if lbr:
                     for j in range(n_hidden):
-                        store(w, co + h2 + j, bias[d, 3, j])
+                        store(w, co + h2 + j, load(weights, b0 + (d * 4 + 3) * n_hidden + j))
                     for col in range(h3, ldc):
                         store(w, co + col, 0)  # padding
                 else:
                     for col in range(h2, ldc):
                         store(w, co + col, 0)  # h columns sharing a panel with r: computed, unused
-            _pack(w, o_a, states, g0, n, n_hidden)
+            _pack(w, o_a, w, o_state + g0 * n_hidden, n_hidden, n, n_hidden)
             _product_rows(w, o_c, ldc, w, o_a, n_hidden, n, weights, rbase, 0, n_panels if lbr else p1, nr)
             for i in range(n):
-                xo = o_xg + ((rows[g0 + i] - lo) * seq_length + times[i] if hoist else i) * ldc
+                xo = o_xg + (_hoisted_row(iwork, rows + g0 + i, times + i, lo, seq_length) if hoist else i) * ldc
                 co = o_c + i * ldc
                 if clip_at > 0:
                     clip(w, co, co + h2, clip_at)
@@ -292,10 +298,10 @@ def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_cod
                     for col in range(hc2 + n_hidden, ld2):
                         store(w, c2o + col, 0)  # padding
             if not lbr:
-                _pack(w, o_a, m2, 0, n, n_hidden)
+                _pack(w, o_a, w, o_m, width, n, n_hidden)
                 _product_rows(w, o_c2, ld2, w, o_a, n_hidden, n, weights, rbase, p2, n_panels, nr)
             for i in range(n):
-                b, t = rows[g0 + i], times[i]
+                b, t = load(iwork, rows + g0 + i), load(iwork, times + i)
                 co = o_c + i * ldc
                 hg = co + h2 if lbr else o_c2 + i * ld2 + hc2
                 if clip_at > 0:
@@ -317,7 +323,7 @@ def _run_rows(X, h0, lengths, att, y, ho, weights, bias, rev, lbr, f_code, g_cod
                     y[b, d, t, j] = v
 
     for i in range(n_rows):
-        b = rows[i]
+        b = load(iwork, rows + i)
         length = lengths[b]
         for t in range(length, seq_length):
             for j in range(n_hidden):
@@ -334,12 +340,12 @@ def run_parallel(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_co
     Task k uses the k-th of equal parts of the scratch ``work`` (whole 64-byte lines) and ``iwork``."""
     n_rows = h0.shape[0]
     n_tasks = h0.shape[1] * n_blocks
-    bias, clip_at = _bias(weights, h0, X.shape[2]), y.dtype.type(clip)
+    b0, clip_at = bias_start(h0, X.shape[2], weights.itemsize), y.dtype.type(clip)
     line = 64 // work.itemsize
     per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
     for task in prange(n_tasks):
         d, blk = task // n_blocks, task % n_blocks
-        _run_rows(X, h0, lengths, att, y, ho, weights, bias, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
+        _run_rows(X, h0, lengths, att, y, ho, weights, b0, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
                   hoist, d, blk * n_rows // n_blocks, (blk + 1) * n_rows // n_blocks,
                   work[task * per_task: (task + 1) * per_task], iwork[task * per_task_i: (task + 1) * per_task_i])
 
@@ -348,19 +354,18 @@ def run_parallel(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_co
 def run_serial(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_code, clip, keep, hoist, work, iwork):
     """Every direction on the calling thread. A function of its own, not run_parallel compiled
     without parallel=True: Numba's cache keys on the function, so twins would share one entry."""
-    bias, clip_at = _bias(weights, h0, X.shape[2]), y.dtype.type(clip)
+    b0, clip_at = bias_start(h0, X.shape[2], weights.itemsize), y.dtype.type(clip)
     for d in range(h0.shape[1]):
-        _run_rows(X, h0, lengths, att, y, ho, weights, bias, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
+        _run_rows(X, h0, lengths, att, y, ho, weights, b0, (reverse >> d) & 1, lbr, f_code, g_code, clip_at, keep,
                   hoist, d, 0, h0.shape[0], work, iwork)
 
 
 @kernel()
-def _bias(weights, h0, n_inputs):
-    """The (D, 4, H) bias at the end of ``weights`` (see pack_weights)."""
+def bias_start(h0, n_inputs, itemsize):
+    """Where the bias (D, 4, H) starts in the packed weights (see pack_weights)."""
     n_dirs, n_hidden = h0.shape[1], h0.shape[2]
-    nr, n_panels, _, _ = _geometry(n_hidden, weights.itemsize)
-    start = n_dirs * n_panels * (n_inputs + n_hidden) * nr
-    return weights[start: start + n_dirs * 4 * n_hidden].reshape(n_dirs, 4, n_hidden)
+    nr, n_panels, _, _ = _geometry(n_hidden, itemsize)
+    return n_dirs * n_panels * (n_inputs + n_hidden) * nr
 
 
 @kernel()

@@ -14,7 +14,7 @@ from numba.extending import intrinsic
 
 @intrinsic
 def load(typingctx, array, index):
-    """array[index] for 0 <= index < len(array), of a 1-D C-contiguous array."""
+    """The element at flat ``index`` (0 <= index < size) of a C-contiguous array of any rank."""
 
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
@@ -25,7 +25,7 @@ def load(typingctx, array, index):
 
 @intrinsic
 def store(typingctx, array, index, value):
-    """array[index] = value for 0 <= index < len(array), of a 1-D C-contiguous array."""
+    """Set the element at flat ``index`` (0 <= index < size) of a C-contiguous array of any rank."""
 
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
@@ -39,7 +39,7 @@ def store(typingctx, array, index, value):
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): plain indexing
 
     def load(array, index):  # noqa: F811
-        return array[index]
+        return (array if array.ndim == 1 else array.reshape(-1))[index]
 
     def store(array, index, value):  # noqa: F811
-        array[index] = value
+        (array if array.ndim == 1 else array.reshape(-1))[index] = value

@@ -37,7 +37,7 @@ from .atomics import (
     pointer_to,
     spin_pause,
 )
-from .gru import CHUNK_ROWS, _bias, _geometry, _product, _project
+from .gru import CHUNK_ROWS, _geometry, _product, _project, bias_start
 from .memory import load, store
 
 #: Spins (atomic loads) a worker waits for its partner to take its own half of an item before
@@ -54,7 +54,7 @@ def _split_units(half, n_hidden, nr, n_panels, p2):
 
 
 @kernel(exact=True)
-def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half, state, cur, nxt, rh, c,
+def _split_half(xg, weights, rbase, b0, lbr, clip_at, f_code, g_code, att, y, t, phase, half, state, cur, nxt, rh, c,
                 c2, one):
     """One half of one phase of step ``t`` of row 0; xg (S*P*NR,) holds X·Wᵀ + bias of every step,
     row t at t*P*NR; the state before the step is state[cur:cur + H], after it state[nxt:nxt + H].
@@ -76,7 +76,7 @@ def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, 
         u0, u1 = q0 * nr, q1 * nr
         for g in range(3):
             for j in range(u0, u1):
-                c[g * n_hidden + j] = load(xg, x + g * n_hidden + j) if g < 2 else bias[0, 3, j]
+                c[g * n_hidden + j] = load(xg, x + g * n_hidden + j) if g < 2 else load(weights, b0 + 3 * n_hidden + j)
             _product(c, g * n_hidden + u0, 0, state, cur, 1, weights, rbase, g * per_gate + q0, g * per_gate + q1,
                      n_hidden, nr)
         for g in range(2):
@@ -91,7 +91,7 @@ def _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, 
             if col < 2 * n_hidden:
                 c[col] = load(xg, x + col)
             elif lbr and col < 3 * n_hidden:
-                c[col] = bias[0, 3, col - 2 * n_hidden]
+                c[col] = load(weights, b0 + n_hidden + col)  # Rbh: the bias's row 3, from column 2H
             else:
                 c[col] = 0
         _product(c, c0, 0, state, cur, 1, weights, rbase, q0, q1, n_hidden, nr)
@@ -190,9 +190,8 @@ def _split_part(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_cod
     xg, packed = work[:o_packed], work[o_packed:o_state]
     state, rh, c, c2 = work[o_state:o_rh], work[o_rh:o_rh + n_hidden], work[o_c:o_c2], work[o_c2:o_end]
     claims, done, present = iwork[:o_done], iwork[o_done:o_present], iwork[o_present:o_present + 2]
-    bias = _bias(weights, h0, n_inputs)
+    b0 = bias_start(h0, n_inputs, y.itemsize)
     rbase = n_panels * n_inputs * nr
-    x2 = X[0]
     one = y.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
     other = 1 - worker
     atomic_add(present, worker, 1)
@@ -207,13 +206,13 @@ def _split_part(X, h0, lengths, att, y, ho, weights, reverse, lbr, f_code, g_cod
             if atomic_claim(claims, 2 * m + half):
                 if m == 0:
                     # X·Wᵀ + bias of every step (the whole sequence: lengths[0] <= S), half of the panels.
-                    _project(x2, 0, length, weights, bias, 0, xg, 0, ldc, packed, half * (packed.shape[0] // 2),
+                    _project(X, 0, length, weights, b0, n_hidden, 0, xg, 0, ldc, packed, half * (packed.shape[0] // 2),
                              half * n_panels // 2, (half + 1) * n_panels // 2)
                 else:
                     s, phase = (m - 1) // phases, (m - 1) % phases
                     t = length - 1 - s if rev else s
                     cur, nxt = (s % 2) * n_hidden, ((s + 1) % 2) * n_hidden
-                    _split_half(xg, weights, rbase, bias, lbr, clip_at, f_code, g_code, att, y, t, phase, half,
+                    _split_half(xg, weights, rbase, b0, lbr, clip_at, f_code, g_code, att, y, t, phase, half,
                                 state, cur, nxt, rh, c, c2, one)
                 atomic_add(done, m, 1)
         while atomic_load(done, m) < 2:
