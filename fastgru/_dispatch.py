@@ -202,20 +202,20 @@ class Packed:
             return
         partner = _partner.PARTNER
         if path == "pair":
-            # The partner takes half of the row if the budget leaves a thread for it and no other
-            # call has it; else this thread's own mailbox, which nobody serves: this thread then
-            # runs both halves.
-            granted = reserve(min(2, requested()))
-            try:
-                if granted > 1 and partner.acquire():
+            # The partner takes half of the row if no other call has it and the budget leaves a
+            # thread for it; else the job goes to this thread's own mailbox, which nobody serves,
+            # and this thread runs both halves.
+            if requested() > 1 and partner.acquire():
+                try:
+                    granted = reserve(2)
                     try:
-                        run_pair(*args, *self._split_scratch(s), partner.mailbox)
+                        run_pair(*args, *self._split_scratch(s), partner.mailbox if granted > 1 else _own_mailbox())
                     finally:
-                        partner.release()
-                else:
-                    run_pair(*args, *self._split_scratch(s), _own_mailbox())
-            finally:
-                release(granted)
+                        release(granted)
+                finally:
+                    partner.release()
+            else:
+                run_pair(*args, *self._split_scratch(s), _own_mailbox())
             return
         partner.nap()  # a parallel region needs the cores the partner would spin on
         wanted = requested()
