@@ -197,8 +197,7 @@ class Packed:
                 int(keep))
         forced, path = path is not None, path or self._path(n, s)
         if path == "serial":
-            hoist = self._hoist(n, s, 1)
-            run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
+            run_serial(*args, *self._scratch(n, s, 1))
             return
         partner = _partner.PARTNER
         if path == "pair":
@@ -228,11 +227,9 @@ class Packed:
             elif path == "parallel" and (granted > 1 or forced):
                 d = self._directions
                 blocks = min(n, -(-granted // d))
-                hoist = self._hoist(n, s, blocks)
-                run_parallel(*args, hoist, *self._scratch(-(-n // blocks), s, hoist, d * blocks), blocks)
+                run_parallel(*args, *self._scratch(-(-n // blocks), s, d * blocks), blocks)
             else:
-                hoist = self._hoist(n, s, 1)
-                run_serial(*args, hoist, *self._scratch(n, s, hoist, 1))
+                run_serial(*args, *self._scratch(n, s, 1))
         finally:
             if granted != wanted:
                 numba.set_num_threads(wanted)
@@ -251,14 +248,17 @@ class Packed:
             return "serial"
         return "serial" if flops < SERIAL_BELOW_FLOPS else "parallel"
 
-    def _scratch(self, rows, s, hoist, tasks):
-        """Float and int64 scratch for ``tasks`` kernel tasks of up to ``rows`` rows each."""
-        key = rows, s, hoist, tasks
-        sizes = self._scratch_sizes.get(key)
-        if sizes is None:
+    def _scratch(self, rows, s, tasks):
+        """The kernels' ``hoist`` flag, float and int64 scratch for ``tasks`` kernel tasks of up to
+        ``rows`` rows of S steps each. hoist: 1 if a task computes X·Wᵀ for all its steps first
+        (HOIST_BYTES), else 0."""
+        key = rows, s, tasks, HOIST_BYTES
+        plan = self._scratch_sizes.get(key)
+        if plan is None:
+            hoist = int(rows * s * 3 * self._hidden * self.compute_dtype.itemsize <= HOIST_BYTES)
             floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, self.compute_dtype.itemsize)
-            sizes = self._remember(key, (floats * tasks, ints * tasks))
-        return self._kept(*sizes)
+            plan = self._remember(key, (hoist, floats * tasks, ints * tasks))
+        return (plan[0], *self._kept(plan[1], plan[2]))
 
     def _split_scratch(self, s):
         """Float and int64 scratch of a row of S steps split over two threads."""
@@ -281,10 +281,6 @@ class Packed:
             self._scratch_sizes.clear()
         self._scratch_sizes[key] = sizes
         return sizes
-
-    def _hoist(self, n, s, blocks):
-        """1 if a task of ``n / blocks`` rows computes X·Wᵀ for all its steps first (HOIST_BYTES), else 0."""
-        return int(-(-n // blocks) * s * 3 * self._hidden * self.compute_dtype.itemsize <= HOIST_BYTES)
 
     def _ones_for(self, n):
         """sequence_lengths of ``n`` rows of one step: a view of ones kept across calls (a cell
