@@ -111,6 +111,24 @@ def test_a_sequence_row_with_the_partner_matches_one_thread():
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("length", [0, 7, 30])
+def test_a_stream_of_one_row_with_the_partner_equals_one_call(length):
+    """Streams keep a row's state across chunks (the kernels' keep flag), on the pair path too."""
+    rng = np.random.default_rng(4)
+    h, i, s = 256, 8, 30
+    op = fastgru.GRUSequence(rng.uniform(-.06, .06, (1, 3 * h, i)).astype(np.float32),
+                             rng.uniform(-.06, .06, (1, 3 * h, h)).astype(np.float32),
+                             rng.uniform(-.06, .06, (1, 4 * h)).astype(np.float32), linear_before_reset=True)
+    X, h0 = rng.standard_normal((1, s, i)).astype(np.float32), rng.standard_normal((1, 1, h)).astype(np.float32)
+    lengths = np.array([length])
+    assert op._packed._path(1, 10) == "pair"
+    Y, Ho = op(X, h0, lengths)
+    stream = op.stream(h0, lengths)
+    ys = [stream(X[:, a:b]) for a, b in ((0, 10), (10, 20), (20, 30))]
+    np.testing.assert_array_equal(np.concatenate(ys, axis=2), Y)
+    np.testing.assert_array_equal(stream.Ho, Ho)
+
+
 def _python(code, **env):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
