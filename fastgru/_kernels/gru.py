@@ -1,6 +1,7 @@
 """The one kernel core behind GRUCell-3, GRUSequence-5 and AUGRUSequence-10.
 
-Every op reaches ``run_serial``, ``run_parallel`` or ``run_split`` with the same canonical arrays
+Every op reaches ``run_serial`` or ``run_parallel`` here, or ``run_split`` or ``run_pair`` in
+``split.py``, with the same canonical arrays
 (the cell is a sequence of one step, AUGRU a forward GRU with attention). N batch rows, S steps,
 I inputs, D directions, H hidden units. Gate columns are laid out z, r, h without padding (gate g,
 unit j at column g*H + j); NR is the panel width (two vectors, see microkernel.py) and the
@@ -31,7 +32,7 @@ X·Wᵀ + bias for all its rows and steps when the dispatcher says so (``hoist``
 else per step. The rows still running at a step are processed in chunks of up to 64 rows, and
 within a chunk in tiles of 8, 4 or 1 rows that share each load of the weights
 (microkernel.tile_fma), weight panels outermost so that each is read once per chunk and step.
-A single row can instead be split over two threads (``run_split``). Every element is computed by
+A single row can instead be split over two threads (``split.py``). Every element is computed by
 the same sequence of operations on any path, tile or thread, so results do not depend on the
 thread count.
 
@@ -39,9 +40,9 @@ For linear_before_reset False, the h gate's product (r ⊙ H)·Rhᵀ is a second
 panels from column 2H on, written to its own buffer: the panel that holds both r and h columns
 (and, for H < NR, z columns) is then computed twice without overwriting z or r.
 
-Buffers are addressed by offsets into flat arrays, never through views made inside the loops:
-every view is a reference that Numba counts with atomic operations, which cost more than the
-arithmetic of a small step (measured: 20 % of a 128-row, 36-unit sequence, 40 % of a tiny call).
+Buffers are addressed by offsets (``memory.load``/``store``), never through views: every view is
+a reference that Numba counts with atomic operations, which cost more than the arithmetic of a
+small step (measured: 20 % of a 128-row, 36-unit sequence, 40 % of a tiny call).
 """
 
 import numpy as np
