@@ -54,6 +54,11 @@ SPLIT_FROM_STEPS = 16
 PAIR_FROM_HIDDEN = 128
 PAIR_FROM_FLOPS = 400_000
 
+#: A one-row call of at least this many flops (about 100 µs of one core) wakes a sleeping partner
+#: before it starts, rather than running alone (_partner.Partner): the partner's tens of
+#: microseconds to wake up are then a small part of the call.
+PAIR_WAKE_FLOPS = 20_000_000
+
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
@@ -199,24 +204,10 @@ class Packed:
         if path == "serial":
             run_serial(*args, *self._scratch(n, s, 1))
             return
-        partner = _partner.PARTNER
         if path == "pair":
-            # The partner takes half of the row if no other call has it and the budget leaves a
-            # thread for it; else the job goes to this thread's own mailbox, which nobody serves,
-            # and this thread runs both halves.
-            if requested() > 1 and partner.acquire():
-                try:
-                    granted = reserve(2)
-                    try:
-                        run_pair(*args, *self._split_scratch(s), partner.mailbox if granted > 1 else _own_mailbox())
-                    finally:
-                        release(granted)
-                finally:
-                    partner.release()
-            else:
-                run_pair(*args, *self._split_scratch(s), _own_mailbox())
+            self._pair(args, n, s, forced)
             return
-        partner.nap()  # a parallel region needs the cores the partner would spin on
+        _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
         wanted = requested()
         granted = reserve(wanted)
         try:
@@ -235,11 +226,41 @@ class Packed:
                 numba.set_num_threads(wanted)
             release(granted)
 
+    def _pair(self, args, n, s, forced):
+        """A one-row call on the 'pair' path: with the partner thread (``_partner.Partner`` says
+        when) if no other call has it and the budget leaves a thread for it; else on this thread
+        alone, with the serial kernel (a split row alone is slower: a b1 i256 h256 cell 45 against
+        38 µs after 2 ms idle), or, forced, with run_pair and this thread's own mailbox, which
+        nobody serves."""
+        partner = _partner.PARTNER
+        shares = requested() > 1
+        if shares and partner.acquire(wake=self._flops(n, s) >= PAIR_WAKE_FLOPS):
+            try:
+                granted = reserve(2)
+                try:
+                    if granted > 1:
+                        run_pair(*args, *self._split_scratch(s), partner.mailbox)
+                        return
+                finally:
+                    release(granted)
+            finally:
+                partner.release()
+        if forced:
+            run_pair(*args, *self._split_scratch(s), _own_mailbox())
+        else:
+            run_serial(*args, *self._scratch(n, s, 1))
+        if shares:
+            partner.after_alone()
+
+    def _flops(self, n, s):
+        """2·N·S·D·3H·(I + H): the floating-point operations of the products."""
+        return 2 * n * s * self._directions * 3 * self._hidden * (self._hidden + self._inputs)
+
     def _path(self, n, s):
         """The kernel path for N rows of S steps: 'serial' for small work and for one row not worth
         sharing, 'pair' or 'split' (without the partner) for one row that is, else 'parallel'."""
         d, h = self._directions, self._hidden
-        flops = 2 * n * s * d * 3 * h * (h + self._inputs)
+        flops = self._flops(n, s)
         if n * d == 1:
             if _partner.PARTNER.enabled and h >= PAIR_FROM_HIDDEN and flops >= PAIR_FROM_FLOPS:
                 return "pair"

@@ -6,8 +6,8 @@ layer costs a parallel region per call, 20-110 µs with TBB, more than a cell ta
 The partner is one daemon thread that waits for jobs in compiled code without the GIL
 (``_kernels.split.serve``): a call posts its job to a mailbox and runs its own half; the partner,
 spinning, picks the other half up within a microsecond. When it has had no job for
-``FASTGRU_SPIN_US`` microseconds it goes to sleep, and the next call wakes it; that call does not
-wait for it, it does both halves itself if the partner comes too late.
+``FASTGRU_SPIN_US`` microseconds it goes to sleep; a call never waits for it (see ``Partner`` for
+when it is woken), and does both halves itself if the partner comes too late.
 
 One call at a time uses the partner (others take the usual paths), and only while the process-wide
 thread budget (``_threading``) grants it two threads.
@@ -63,8 +63,18 @@ def _mailbox():
 
 
 class Partner:
-    """The partner thread and its mailbox: ``acquire`` before ``run_pair``, ``release`` after;
-    ``nap`` before other parallel work, so that the partner does not spin on a core it needs."""
+    """The partner thread and its mailbox: ``acquire`` before ``run_pair``, then ``release``; or,
+    when ``acquire`` refuses, ``after_alone`` once the call ran on its own thread. ``nap`` before
+    other parallel work, so that the partner does not spin on a core it needs.
+
+    A sleeping partner takes tens of microseconds to wake, and the wake-up slows the call that
+    wakes it: a b1 i256 h256 cell with 2 ms between calls took 50 µs when it woke the partner
+    first, 32 µs on one thread. So a short call takes the partner only if it spins, and otherwise
+    runs alone and then wakes it if it began within ``FASTGRU_SPIN_US`` of the end of the previous
+    one-row call: in a burst of calls the partner joins from the third call on, and calls spaced
+    further apart neither wait for it nor keep it spinning. A long call (``wake``) wakes it first:
+    the partner takes its part of the steps that remain when it arrives.
+    """
 
     def __init__(self):
         # x86 only: its cycle counter is readable from user space and runs at a constant rate.
@@ -73,26 +83,49 @@ class Partner:
         self._busy = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
-        #: Set once the thread serves (a few milliseconds after the first ``acquire``).
+        self._last_end = -1.0  # time.perf_counter() at the end of the latest one-row call
+        self._burst = False  # whether the latest acquire came within SPIN_US of that
+        #: Set once the thread serves (a few milliseconds after ``wake`` starts it).
         self.serving = threading.Event()
 
-    def acquire(self):
-        """Take the partner for one call, waking it if it sleeps; False if it is disabled or
-        another call has it."""
-        if not self.enabled or not self._busy.acquire(blocking=False):
+    def acquire(self, wake=False):
+        """Take the partner for one call if no other call has it and it spins, or, with ``wake``,
+        sleeps (it is then woken, and joins the call when it can)."""
+        if not self.enabled:
             return False
+        self._burst = time.perf_counter() - self._last_end < SPIN_US * 1e-6
+        if not self._busy.acquire(blocking=False):
+            return False
+        if self._thread is not None and not self.mailbox[ASLEEP]:
+            return True
+        if wake:
+            self.wake()
+            return True
+        self._busy.release()
+        return False
+
+    def release(self):
+        self._last_end = time.perf_counter()
+        self._busy.release()
+
+    def after_alone(self):
+        """After a call that ``acquire`` refused: wake the partner if the call came in a burst."""
+        if self._burst:
+            self.wake()
+        self._last_end = time.perf_counter()
+
+    def wake(self):
+        """Start the partner thread, or wake it if it sleeps (it then spins for SPIN_US)."""
+        if not self.enabled:
+            return
         if self._thread is None:
             self._start()
         elif self.mailbox[ASLEEP]:
             self.mailbox[NAP] = 0
             self._wake.set()
-        return True
-
-    def release(self):
-        self._busy.release()
 
     def nap(self):
-        """Ask the partner, if it spins, to sleep until the next ``acquire``."""
+        """Ask the partner, if it spins, to sleep until the next ``wake``."""
         if self._thread is not None and not self.mailbox[ASLEEP]:
             self.mailbox[NAP] = 1
 

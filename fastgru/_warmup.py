@@ -4,12 +4,13 @@ import time
 
 import numpy as np
 
+from . import _partner
 from ._dispatch import compute_dtype
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import FastGRUError
 
-#: The kernel paths each op can take (_dispatch.Packed.run); 'pair' also compiles the partner
-#: thread's loop (_partner.py); a cell (one step) is never split in a parallel region.
+#: The kernel paths each op can take (_dispatch.Packed.run); a cell (one step) is never split in
+#: a parallel region.
 _PATHS = {
     "gru_cell": ("serial", "parallel", "pair"),
     "gru_sequence": ("serial", "parallel", "split", "pair"),
@@ -47,6 +48,7 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
             packed, inputs = _tiny(op, ct)
             for path in _PATHS[op]:
                 packed.run(*inputs, path=path)
+    _partner.PARTNER.wake()  # starts the partner thread: compiles (or loads) its loop
     return time.perf_counter() - start
 
 

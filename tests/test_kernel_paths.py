@@ -58,7 +58,7 @@ PATHS = {
     "parallel-2-per-step-projection": {"threads": 2, "hoist_bytes": 0},
     "split-2": {"threads": 2, "split_from": 1},
     "pair-2": {"threads": 2, "pair_from": 1},
-    "pair-1": {"threads": 1, "pair_from": 1},  # no partner: the calling thread runs both halves
+    "pair-1": {"threads": 1, "pair_from": 1},  # no partner: the calling thread runs the row
 }
 
 SHAPES = [

@@ -31,11 +31,9 @@ def _cell(h=256, lbr=False, seed=0):
     return op, rng.standard_normal((1, h)).astype(np.float32), rng.standard_normal((1, h)).astype(np.float32)
 
 
-def _taken(monkeypatch, op, *inputs):
-    """Record run_pair's answers (1 when the partner took the job), once the partner serves (its
-    thread starts on the first call that wants it)."""
-    op(*inputs)
-    assert _partner.PARTNER.serving.wait(10)
+def _taken(monkeypatch):
+    """Record run_pair's answers (1 when the partner took the job; a call the partner does not
+    join runs run_serial instead, unrecorded)."""
     answers = []
 
     def run_pair(*args):
@@ -65,34 +63,29 @@ def test_the_partner_takes_half_and_the_bits_do_not_change(monkeypatch, lbr):
     op, x, h = _cell(lbr=lbr)
     with fastgru.threads(1):
         want = op(x, h)  # one thread: the calling thread runs both halves
-    answers = _taken(monkeypatch, op, x, h)
+    _partner.PARTNER.wake()
+    assert _partner.PARTNER.serving.wait(10)
+    answers = _taken(monkeypatch)
     for _ in range(300):
         np.testing.assert_array_equal(op(x, h), want)
     # On a quiet machine the spinning partner takes nearly every job; on a busy one at least some.
-    assert sum(answers) > 0 and len(answers) == 300
-
-
-def test_a_sleeping_partner_is_woken_by_the_next_call(monkeypatch):
-    op, x, h = _cell(seed=1)
-    want = op(x, h)
-    _partner.PARTNER.nap()
-    assert _wait_until(lambda: _partner.PARTNER.mailbox[ASLEEP] == 1)
-    answers = _taken(monkeypatch, op, x, h)
-    for _ in range(300):
-        np.testing.assert_array_equal(op(x, h), want)
     assert sum(answers) > 0
 
 
-def test_parallel_work_puts_the_partner_to_sleep():
-    op, x, h = _cell(seed=2)
-    op(x, h)  # the partner spins now
-    rng = np.random.default_rng(0)
-    big = fastgru.GRUSequence(rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32),
-                              rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32), np.zeros((1, 192), np.float32))
-    X, h0 = rng.standard_normal((32, 20, 64)).astype(np.float32), np.zeros((32, 1, 64), np.float32)
-    assert big._packed._path(32, 20) == "parallel"
-    big(X, h0, np.full(32, 20))
+def test_a_sleeping_partner_is_woken_by_a_burst_of_calls_only(monkeypatch):
+    op, x, h = _cell(seed=1)
+    want = op(x, h)
+    _partner.PARTNER.wake()
+    assert _partner.PARTNER.serving.wait(10)
+    _partner.PARTNER.nap()
     assert _wait_until(lambda: _partner.PARTNER.mailbox[ASLEEP] == 1)
+    time.sleep(2 * _partner.SPIN_US * 1e-6)
+    answers = _taken(monkeypatch)
+    np.testing.assert_array_equal(op(x, h), want)  # alone: no call ended shortly before
+    assert answers == [] and _partner.PARTNER.mailbox[ASLEEP] == 1
+    for _ in range(300):  # a burst: its first call wakes the partner, which takes later calls
+        np.testing.assert_array_equal(op(x, h), want)
+    assert sum(answers) > 0
 
 
 def test_a_sequence_row_with_the_partner_matches_one_thread():
@@ -148,6 +141,30 @@ _CELL = """
 """
 
 
+def test_parallel_work_puts_the_partner_to_sleep():
+    # The partner spins for 100 s here: only a nap puts it to sleep within the test.
+    done = _python(_CELL + """
+    import time
+    from fastgru._kernels.split import ASLEEP
+    partner = _partner.PARTNER
+    partner.wake()
+    assert partner.serving.wait(10)
+    op(x, h0)
+    spinning = partner.mailbox[ASLEEP] == 0
+    big = fastgru.GRUSequence(rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32),
+                              rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32), np.zeros((1, 192), np.float32))
+    X, state = rng.standard_normal((32, 20, 64)).astype(np.float32), np.zeros((32, 1, 64), np.float32)
+    assert big._packed._path(32, 20) == "parallel"
+    big(X, state, np.full(32, 20))
+    end = time.monotonic() + 5
+    while partner.mailbox[ASLEEP] == 0 and time.monotonic() < end:
+        time.sleep(0.001)
+    print(spinning, partner.mailbox[ASLEEP] == 1)
+    """, FASTGRU_SPIN_US="100000000")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+
+
 def test_spin_us_0_turns_the_partner_off():
     done = _python(_CELL + """
     got = op(x, h0)
@@ -178,10 +195,13 @@ def test_a_process_with_a_spinning_partner_exits_at_once():
 def test_a_forked_child_makes_its_own_partner():
     done = _python(_CELL + """
     import multiprocessing
-    op(x, h0)  # the parent's partner runs
+    for _ in range(3):
+        op(x, h0)  # the parent's partner runs
 
     def child(queue):
-        queue.put((partners(), bool(np.array_equal(op(x, h0), want)), partners()))
+        before = partners()
+        same = all(np.array_equal(op(x, h0), want) for _ in range(3))
+        queue.put((before, same, partners()))
 
     queue = multiprocessing.get_context("fork").Queue()
     process = multiprocessing.get_context("fork").Process(target=child, args=(queue,))

@@ -2,10 +2,10 @@
 
 Every op reaches ``run_serial`` or ``run_parallel`` here, or ``run_split`` or ``run_pair`` in
 ``split.py``, with the same canonical arrays (the cell is a sequence of one step, AUGRU a forward
-GRU with attention). N batch rows, S steps, I inputs, D directions, H hidden units. Gate columns are laid out z, r, h without padding (gate g,
-unit j at column g*H + j); NR is the panel width (two vectors, see microkernel.py) and the
-3H columns are padded once to P = ceil(3H / NR) panels of NR. Arrays are C-contiguous in the
-compute dtype (float32 or float64) unless noted:
+GRU with attention). N batch rows, S steps, I inputs, D directions, H hidden units. Gate columns
+are laid out z, r, h without padding (gate g, unit j at column g*H + j); NR is the panel width
+(two vectors, see microkernel.py) and the 3H columns are padded once to P = ceil(3H / NR) panels
+of NR. Arrays are C-contiguous in the compute dtype (float32 or float64) unless noted:
 
 X        : (N, S, I)      input data.
 h0       : (N, D, H)      initial_hidden_state.
