@@ -29,6 +29,7 @@ from numba import config
 from ._config import kernel
 from ._kernels.atomics import X86, cycles
 from ._kernels.split import ASLEEP, MAILBOX_SIZE, NAP, STATE, STOP, serve
+from ._threading import requested
 
 
 def _spin_us(text):
@@ -85,6 +86,9 @@ class Partner:
         self._thread = None
         self._last_end = -1.0  # time.perf_counter() at the end of the latest one-row call
         self._burst = False  # whether the latest acquire came within SPIN_US of that
+        #: The thread sleeps (or has not started): set by it when it stops spinning, cleared by
+        #: ``wake``. A fast path only: the mailbox's ASLEEP, set before, is what counts.
+        self.asleep = True
         #: Set once the thread serves (a few milliseconds after ``wake`` starts it).
         self.serving = threading.Event()
 
@@ -94,9 +98,9 @@ class Partner:
         if not self.enabled:
             return False
         self._burst = time.perf_counter() - self._last_end < SPIN_US * 1e-6
-        if not self._busy.acquire(blocking=False):
-            return False
-        if self._thread is not None and not self.mailbox[ASLEEP]:
+        if self.asleep and not wake or not self._busy.acquire(blocking=False):
+            return False  # the first test is the short way of a call after a pause
+        if not self.asleep and not self.mailbox[ASLEEP]:
             return True
         if wake:
             self.wake()
@@ -109,8 +113,9 @@ class Partner:
         self._busy.release()
 
     def after_alone(self):
-        """After a call that ``acquire`` refused: wake the partner if the call came in a burst."""
-        if self._burst:
+        """After a call that ``acquire`` refused: wake the partner if the call came in a burst
+        and its thread count allows two threads."""
+        if self._burst and requested() > 1:
             self.wake()
         self._last_end = time.perf_counter()
 
@@ -123,6 +128,7 @@ class Partner:
         elif self.mailbox[ASLEEP]:
             self.mailbox[NAP] = 0
             self._wake.set()
+        self.asleep = False
 
     def nap(self):
         """Ask the partner, if it spins, to sleep until the next ``wake``."""
@@ -149,6 +155,7 @@ class Partner:
             serve(self.mailbox, spin_cycles)  # without the GIL; returns asleep or stopped
             if self.mailbox[STATE] == STOP:
                 return
+            self.asleep = True
             self._wake.wait()
             self._wake.clear()
 
