@@ -158,6 +158,7 @@ class Partner:
             self.asleep = True
             self._wake.wait()
             self._wake.clear()
+            self.asleep = False
 
     def stop(self):
         """Stop the thread (at exit): it leaves its loop at once, spinning or asleep."""
