@@ -86,8 +86,8 @@ class Partner:
         self._thread = None
         self._last_end = -1.0  # time.perf_counter() at the end of the latest one-row call
         self._burst = False  # whether the latest acquire came within SPIN_US of that
-        #: The thread sleeps (or has not started): set by it when it stops spinning, cleared by
-        #: ``wake``. A fast path only: the mailbox's ASLEEP, set before, is what counts.
+        #: The thread sleeps (or has not started): set by it when it stops spinning, cleared when
+        #: it is woken. A fast path only: the mailbox's ASLEEP, set before, is what counts.
         self.asleep = True
         #: Set once the thread serves (a few milliseconds after ``wake`` starts it).
         self.serving = threading.Event()
