@@ -45,7 +45,7 @@ SPLIT_FROM_STEPS = 16
 
 #: With the partner thread (_partner.py), a single row is shared from this hidden_size and this
 #: much work (2·S·3H·(I + H) flops) on, a one-step cell included: handing half of a call to the
-#: spinning partner costs about a microsecond, where a parallel region costs 20-110 µs. Measured
+#: spinning partner costs about a microsecond (a parallel region: see _partner.py). Measured
 #: (b1, float32, prepared op, medians of interleaved runs, partner against one thread): cells
 #: i256 h256 15.3 against 21.9 µs, i192 h192 11.6 against 13.6, i512 h128 11.6 against 14.6, but
 #: i192 h64 10.3 against 9.9 and i128 h128 9.6 against 7.8; sequences of 100 steps, I=64: h128
@@ -94,11 +94,14 @@ def _aligned(size, dtype):
 
 def _kept_scratch(ct, floats, ints):
     """``floats`` elements of dtype ``ct`` and ``ints`` int64s of scratch: the calling thread's own
-    buffers, grown when needed, or new ones beyond KEEP_SCRATCH_BYTES."""
-    if floats * ct.itemsize > KEEP_SCRATCH_BYTES:
-        return _aligned(floats, ct), np.empty(ints, dtype=_I64)
+    buffers when they are large enough (the common case, first: it is part of every call), else
+    grown, or new ones beyond KEEP_SCRATCH_BYTES."""
     kept = _kept.__dict__
     work, iwork = kept.get(ct.char), kept.get("i")
+    if work is not None and iwork is not None and work.shape[0] >= floats and iwork.shape[0] >= ints:
+        return work, iwork
+    if floats * ct.itemsize > KEEP_SCRATCH_BYTES:
+        return _aligned(floats, ct), np.empty(ints, dtype=_I64)
     if work is None or work.shape[0] < floats:
         work = kept[ct.char] = _aligned(max(floats, 2 * (0 if work is None else work.shape[0])), ct)
     if iwork is None or iwork.shape[0] < ints:
@@ -140,7 +143,7 @@ class Packed:
         self._native = spec.dtype == ct
         self._directions, self._hidden, self._inputs = d, h, i
         self._ones = np.ones(1, dtype=np.int64)
-        self._scratch_sizes = {}
+        self._memo = {}  # sizes and shapes by call shape (_remember)
 
     def compute(self, X, h0, lengths, att=None, out=None):
         """Run checked inputs; returns (Ho,) for the cell, else (Y, Ho), in T1 and the op's layout.
@@ -200,12 +203,13 @@ class Packed:
         att = self._no_att if att is None else kernel_array(att, self.compute_dtype).reshape(n, s)
         args = (X, h0, lengths, att, y, ho, self.weights, self._reverse, self._lbr, self._f, self._g, self._clip,
                 int(keep))
-        forced, path = path is not None, path or self._path(n, s)
+        flops = self._flops(n, s)
+        forced, path = path is not None, path or self._path(n, s, flops)
         if path == "serial":
             run_serial(*args, *self._scratch(n, s, 1))
             return
         if path == "pair":
-            self._pair(args, n, s, forced)
+            self._pair(args, n, s, flops, forced)
             return
         _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
         wanted = requested()
@@ -226,14 +230,14 @@ class Packed:
                 numba.set_num_threads(wanted)
             release(granted)
 
-    def _pair(self, args, n, s, forced):
+    def _pair(self, args, n, s, flops, forced):
         """A one-row call on the 'pair' path: with the partner thread (``_partner.Partner`` says
         when) if no other call has it and the budget leaves a thread for it; else on this thread
         alone, with the serial kernel (a split row alone is slower: the kernel of a b1 i256 h256
         cell took 25.1 against 22.1 µs, and 42.8 against 39.4 µs after 2 ms idle), or, forced,
         with run_pair and this thread's own mailbox, which nobody serves."""
         partner = _partner.PARTNER
-        if partner.acquire(wake=self._flops(n, s) >= PAIR_WAKE_FLOPS and requested() > 1):
+        if partner.acquire(wake=flops >= PAIR_WAKE_FLOPS and requested() > 1):
             try:
                 granted = reserve(min(2, requested()))
                 try:
@@ -254,11 +258,12 @@ class Packed:
         """2·N·S·D·3H·(I + H): the floating-point operations of the products."""
         return 2 * n * s * self._directions * 3 * self._hidden * (self._hidden + self._inputs)
 
-    def _path(self, n, s):
-        """The kernel path for N rows of S steps: 'serial' for small work and for one row not worth
-        sharing, 'pair' or 'split' (without the partner) for one row that is, else 'parallel'."""
+    def _path(self, n, s, flops=None):
+        """The kernel path for N rows of S steps (``flops``: ``_flops(n, s)`` when the caller has
+        it): 'serial' for small work and for one row not worth sharing, 'pair' or 'split' (without
+        the partner) for one row that is, else 'parallel'."""
         d, h = self._directions, self._hidden
-        flops = self._flops(n, s)
+        flops = self._flops(n, s) if flops is None else flops
         if n * d == 1:
             if _partner.PARTNER.enabled and h >= PAIR_FROM_HIDDEN and flops >= PAIR_FROM_FLOPS:
                 return "pair"
@@ -271,35 +276,37 @@ class Packed:
         """The kernels' ``hoist`` flag, float and int64 scratch for ``tasks`` kernel tasks of up to
         ``rows`` rows of S steps each. hoist: 1 if a task computes X·Wᵀ for all its steps first
         (HOIST_BYTES), else 0."""
-        key = rows, s, tasks, HOIST_BYTES
-        plan = self._scratch_sizes.get(key)
+        key = "scratch", rows, s, tasks, HOIST_BYTES
+        plan = self._memo.get(key)
         if plan is None:
             hoist = int(rows * s * 3 * self._hidden * self.compute_dtype.itemsize <= HOIST_BYTES)
             floats, ints = scratch_size(rows, s, self._inputs, self._hidden, hoist, self.compute_dtype.itemsize)
             plan = self._remember(key, (hoist, floats * tasks, ints * tasks))
-        return (plan[0], *self._kept(plan[1], plan[2]))
+        return (plan[0], *_kept_scratch(self.compute_dtype, plan[1], plan[2]))
 
     def _split_scratch(self, s):
         """Float and int64 scratch of a row of S steps split over two threads."""
-        sizes = self._scratch_sizes.get(s)
+        key = "split", s
+        sizes = self._memo.get(key)
         if sizes is None:
-            sizes = self._remember(s, split_scratch_size(s, self._inputs, self._hidden, self.compute_dtype.itemsize))
-        return self._kept(*sizes)
+            sizes = self._remember(key, split_scratch_size(s, self._inputs, self._hidden,
+                                                           self.compute_dtype.itemsize))
+        return _kept_scratch(self.compute_dtype, *sizes)
 
-    def _kept(self, floats, ints):
-        """The calling thread's kept scratch when it is large enough (the common case of
-        _kept_scratch, inline: it is a noticeable part of a small call)."""
-        kept = _kept.__dict__
-        work, iwork = kept.get(self.compute_dtype.char), kept.get("i")
-        if work is not None and iwork is not None and work.shape[0] >= floats and iwork.shape[0] >= ints:
-            return work, iwork
-        return _kept_scratch(self.compute_dtype, floats, ints)
+    def result_shapes(self, n, s):
+        """``result_shapes`` of the op for N rows of S steps (a serving loop asks for the same)."""
+        key = "results", n, s
+        shapes = self._memo.get(key)
+        if shapes is None:
+            shapes = self._remember(key, result_shapes(self.spec, n, s))
+        return shapes
 
-    def _remember(self, key, sizes):
-        if len(self._scratch_sizes) >= 64:
-            self._scratch_sizes.clear()
-        self._scratch_sizes[key] = sizes
-        return sizes
+    def _remember(self, key, value):
+        """Keep ``value`` in the memo of sizes and shapes per call shape (at most 64, then afresh)."""
+        if len(self._memo) >= 64:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
 
     def _ones_for(self, n):
         """sequence_lengths of ``n`` rows of one step: a view of ones kept across calls (a cell

@@ -23,7 +23,6 @@ class _Prepared:
         self._x_rank = 2 if layout == "cell" else 3
         self._inputs = spec.input_size
         self._state_shape = result_shapes(spec, 0, 0)[-1][1:]
-        self._shapes = {}
 
     @property
     def hidden_size(self) -> int:
@@ -50,18 +49,9 @@ class _Prepared:
         elif sequence_lengths is not None:
             check_lengths(spec.op, sequence_lengths, X.shape[1])
         if out is not None:
-            out = check_out(spec, out, self._result_shapes(X.shape[0], X.shape[1] if X.ndim == 3 else 1))
+            out = check_out(spec, out, self._packed.result_shapes(X.shape[0], X.shape[1] if X.ndim == 3 else 1))
         results = self._packed.compute(X, h0, sequence_lengths, A, out)
         return results[0] if len(results) == 1 else results
-
-    def _result_shapes(self, n, s):
-        """``result_shapes`` for N rows of S steps, remembered (a serving loop asks for the same)."""
-        shapes = self._shapes.get((n, s))
-        if shapes is None:
-            if len(self._shapes) >= 64:
-                self._shapes.clear()
-            shapes = self._shapes[n, s] = result_shapes(self.spec, n, s)
-        return shapes
 
     def _fast_ok(self, X, h0, lengths, A):
         """Plain comparisons for the common case: every input as the op expects it. Identity of
@@ -214,7 +204,7 @@ class Stream:
         """The state after the chunks fed so far, in T1 and the op's layout (zero for a row of length 0)."""
         spec = self._op.spec
         state = np.where(self._started[:, None, None], self._state, 0).astype(spec.dtype)
-        return state.reshape(result_shapes(spec, state.shape[0], 0)[-1])
+        return state.reshape(self._packed.result_shapes(state.shape[0], 0)[-1])
 
     def __call__(self, X, A=None):
         """Feed the next chunk X (batch_size, steps, input_size); returns its Y, in T1 and the op's layout."""
@@ -235,4 +225,4 @@ class Stream:
         packed.run(X, self._state, chunk, arrays.get("A"), y, self._state, keep=True)
         self._remaining -= chunk
         self.steps += s
-        return y.astype(spec.dtype, copy=False).reshape(result_shapes(spec, n, s)[0])
+        return y.astype(spec.dtype, copy=False).reshape(packed.result_shapes(n, s)[0])

@@ -12,12 +12,9 @@ from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
 
+from .memory import element_pointer
+
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-
-
-def _pointer(context, builder, array_type, array, index):
-    data = context.make_array(array_type)(context, builder, array).data
-    return builder.gep(data, [index])
 
 
 @intrinsic
@@ -27,7 +24,7 @@ def atomic_add(typingctx, array, index, value):
         return None
 
     def codegen(context, builder, signature, args):
-        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
         return builder.atomic_rmw("add", ptr, builder.sext(args[2], ir.IntType(64))
                                   if args[2].type.width < 64 else args[2], "seq_cst")
 
@@ -41,7 +38,7 @@ def atomic_load(typingctx, array, index):
         return None
 
     def codegen(context, builder, signature, args):
-        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
         return builder.load_atomic(ptr, "seq_cst", 8)
 
     return types.int64(array, index), codegen
@@ -54,7 +51,7 @@ def atomic_store(typingctx, array, index, value):
         return None
 
     def codegen(context, builder, signature, args):
-        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
         value = context.cast(builder, args[2], signature.args[2], types.int64)
         builder.store_atomic(value, ptr, "seq_cst", 8)
         return context.get_dummy_value()
@@ -70,7 +67,7 @@ def atomic_swap(typingctx, array, index, expected, new):
         return None
 
     def codegen(context, builder, signature, args):
-        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
         old = context.cast(builder, args[2], signature.args[2], types.int64)
         new = context.cast(builder, args[3], signature.args[3], types.int64)
         pair = builder.cmpxchg(ptr, old, new, "seq_cst", "seq_cst")
@@ -86,7 +83,7 @@ def atomic_claim(typingctx, array, index):
         return None
 
     def codegen(context, builder, signature, args):
-        ptr = _pointer(context, builder, signature.args[0], args[0], args[1])
+        ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
         i64 = ir.IntType(64)
         pair = builder.cmpxchg(ptr, ir.Constant(i64, 0), ir.Constant(i64, 1), "seq_cst", "seq_cst")
         return builder.extract_value(pair, 1)

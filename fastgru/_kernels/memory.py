@@ -12,13 +12,18 @@ from numba import config, types
 from numba.extending import intrinsic
 
 
+def element_pointer(context, builder, array_type, array, index):
+    """LLVM code: the address of the element at flat ``index`` of a C-contiguous ``array``."""
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(data, [index], inbounds=True)
+
+
 @intrinsic
 def load(typingctx, array, index):
     """The element at flat ``index`` (0 <= index < size) of a C-contiguous array of any rank."""
 
     def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        return builder.load(builder.gep(data, [args[1]], inbounds=True))
+        return builder.load(element_pointer(context, builder, signature.args[0], args[0], args[1]))
 
     return array.dtype(array, index), codegen
 
@@ -28,9 +33,8 @@ def store(typingctx, array, index, value):
     """Set the element at flat ``index`` (0 <= index < size) of a C-contiguous array of any rank."""
 
     def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
         cast = context.cast(builder, args[2], signature.args[2], signature.args[0].dtype)
-        builder.store(cast, builder.gep(data, [args[1]], inbounds=True))
+        builder.store(cast, element_pointer(context, builder, signature.args[0], args[0], args[1]))
         return context.get_dummy_value()
 
     return types.void(array, index, value), codegen

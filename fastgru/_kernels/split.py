@@ -10,7 +10,8 @@ element whichever worker takes it, so results do not depend on who did what.
 
 Two ways to run the workers:
 
-- ``run_split``: both in one Numba parallel region (one fork/join per call, 20-110 µs with TBB);
+- ``run_split``: both in one Numba parallel region (one fork/join per call; see ``fastgru._partner``
+  for what it costs);
 - ``run_pair``: worker 0 on the calling thread, worker 1 on fastgru's partner thread
   (``fastgru._partner``), which spins in ``serve`` between calls and picks the job up from a
   mailbox in well under a microsecond. The calling thread never waits for a partner that has not
