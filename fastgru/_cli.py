@@ -59,21 +59,20 @@ def info():
     return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in lines.items())
 
 
-def bench(seconds=0.2, dtype="float32", out=None, progress=None):
+def bench(seconds=0.2, dtype="float32"):
     """Median latency of fastgru's prepared ops and functions on BENCH_SHAPES, as a markdown table
-    on ``out`` (standard output), with a progress bar on ``progress`` (standard error)."""
+    on standard output, with a progress bar on standard error."""
     import fastgru
 
-    out, progress = out or sys.stdout, progress or sys.stderr
+    out, progress = sys.stdout, sys.stderr
     rows = []
     compile_start = time.perf_counter()
     fastgru.warmup(dtypes=[dtype])
     _progress(progress, 0, len(BENCH_SHAPES), f"kernels ready in {time.perf_counter() - compile_start:.1f} s")
     for k, shape in enumerate(BENCH_SHAPES):
         name, op, n, s, i, h, direction = shape
-        prepared, function = _calls(np.random.default_rng(k), np.dtype(dtype), op, n, s, i, h, direction)
-        d = 2 if direction == "bidirectional" else 1
-        flops = 2 * n * s * 3 * h * (i + h) * d
+        prepared_op, prepared, function = _calls(np.random.default_rng(k), np.dtype(dtype), op, n, s, i, h, direction)
+        flops = prepared_op._packed._flops(n, s)
         times = [_median(call, seconds / 2) for call in (prepared, function)]
         rows.append(f"| {name} | {n}-{s}-{i}-{h} | {times[0] * 1e6:,.1f} | {times[1] * 1e6:,.1f} | "
                     f"{flops / times[0] / 1e9:.3g} |")
@@ -86,7 +85,7 @@ def bench(seconds=0.2, dtype="float32", out=None, progress=None):
 
 
 def _calls(rng, dtype, op, n, s, i, h, direction):
-    """The prepared op called with out= and the function, on random inputs of the shape."""
+    """The prepared op, a call of it with out= and a call of the function, on random inputs of the shape."""
     import fastgru
 
     d = 2 if direction == "bidirectional" else 1
@@ -99,17 +98,17 @@ def _calls(rng, dtype, op, n, s, i, h, direction):
     lengths = np.full(n, s)
     if op == "gru_cell":
         cell, x1, state = fastgru.GRUCell(w[0], r[0], b[0]), x[:, 0], h0[:, 0].copy()
-        return (lambda: cell(x1, state, out=state)), (lambda: fastgru.gru_cell(x1, state, w[0], r[0], b[0]))
+        return cell, (lambda: cell(x1, state, out=state)), (lambda: fastgru.gru_cell(x1, state, w[0], r[0], b[0]))
     if op == "augru_sequence":
         a = rng.uniform(size=(n, s, 1)).astype(dtype)
         augru = fastgru.AUGRUSequence(w, r, b)
         outs = augru(x, h0, lengths, a)
-        return (lambda: augru(x, h0, lengths, a, out=outs)), (lambda: fastgru.augru_sequence(x, h0, lengths, w, r, b,
-                                                                                                a))
+        return augru, (lambda: augru(x, h0, lengths, a, out=outs)), (lambda: fastgru.augru_sequence(x, h0, lengths, w,
+                                                                                                       r, b, a))
     seq = fastgru.GRUSequence(w, r, b, direction=direction)
     outs = seq(x, h0, lengths)
-    return (lambda: seq(x, h0, lengths, out=outs)), (lambda: fastgru.gru_sequence(x, h0, lengths, w, r, b,
-                                                                                   direction=direction))
+    return seq, (lambda: seq(x, h0, lengths, out=outs)), (lambda: fastgru.gru_sequence(x, h0, lengths, w, r, b,
+                                                                                        direction=direction))
 
 
 def _median(call, seconds):

@@ -13,16 +13,11 @@ from ._dispatch import Packed, kernel_array, result_shapes
 from ._validate import FastGRUError, augru_layout, check_lengths, check_out, validate, validate_call
 
 
-class _Prepared:
-    """Shared per-call logic; subclasses name their inputs."""
+class Described:
+    """``hidden_size``, ``input_size``, ``dtype`` and the repr of an op from its checked ``spec``
+    (the prepared ops here, and the ops of ``fastgru.dask``)."""
 
-    def __init__(self, op, layout, weights, **attrs):
-        weights = {name: np.asarray(a) for name, a in weights.items()}
-        self.spec = spec = validate(op, layout, weights, **attrs)
-        self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
-        self._x_rank = 2 if layout == "cell" else 3
-        self._inputs = spec.input_size
-        self._state_shape = result_shapes(spec, 0, 0)[-1][1:]
+    spec = None  # a _validate.Spec
 
     @property
     def hidden_size(self) -> int:
@@ -35,6 +30,24 @@ class _Prepared:
     @property
     def dtype(self) -> np.dtype:
         return self.spec.dtype
+
+    def __repr__(self):
+        spec = self.spec
+        return (f"{type(self).__name__}(hidden_size={spec.hidden_size}, input_size={spec.input_size}, "
+                f"direction={spec.direction!r}, linear_before_reset={spec.linear_before_reset}, "
+                f"dtype={spec.dtype.name})")
+
+
+class _Prepared(Described):
+    """Shared per-call logic; subclasses name their inputs."""
+
+    def __init__(self, op, layout, weights, **attrs):
+        weights = {name: np.asarray(a) for name, a in weights.items()}
+        self.spec = spec = validate(op, layout, weights, **attrs)
+        self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
+        self._x_rank = 2 if layout == "cell" else 3
+        self._inputs = spec.input_size
+        self._state_shape = result_shapes(spec, 0, 0)[-1][1:]
 
     def _call(self, X, initial_hidden_state, sequence_lengths=None, A=None, out=None):
         spec = self.spec
@@ -66,12 +79,6 @@ class _Prepared:
         if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
             return False
         return A is None or (A.dtype == dtype and A.shape == (n, X.shape[1], 1))
-
-    def __repr__(self):
-        spec = self.spec
-        return (f"{type(self).__name__}(hidden_size={spec.hidden_size}, input_size={spec.input_size}, "
-                f"direction={spec.direction!r}, linear_before_reset={spec.linear_before_reset}, "
-                f"dtype={spec.dtype.name})")
 
 
 class GRUCell(_Prepared):

@@ -252,9 +252,10 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
     return dims, sources
 
 
-def check_lengths(op, sequence_lengths, seq_length):
+def check_lengths(op, sequence_lengths, seq_length, first_row=0):
     """0 <= sequence_lengths <= seq_length (SPEC.md §4); only 0 <= sequence_lengths when
-    seq_length is None (a stream's lengths, whose chunks are yet to come)."""
+    seq_length is None (a stream's lengths, whose chunks are yet to come). The message numbers the
+    rows from ``first_row`` (a chunk's place in the whole batch)."""
     limit = np.iinfo(np.int64).max if seq_length is None else seq_length
     if sequence_lengths.size <= 16:  # a list is faster than two NumPy reductions at serving sizes
         values = sequence_lengths.tolist()
@@ -266,7 +267,7 @@ def check_lengths(op, sequence_lengths, seq_length):
     i = int(np.argmax(bad))
     expected = "0 <= sequence_lengths" if seq_length is None else (
         f"0 <= sequence_lengths <= seq_length={seq_length} (X.shape[1])")
-    raise FastGRUError(f"{op}: sequence_lengths[{i}] is {sequence_lengths[i]}; expected {expected}")
+    raise FastGRUError(f"{op}: sequence_lengths[{first_row + i}] is {sequence_lengths[i]}; expected {expected}")
 
 
 # ----------------------------------------------------------------------------------------------- ops

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _partner
 from ._dispatch import compute_dtype
-from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._ops import GRUSequence
 from ._validate import FastGRUError
 
 #: The kernel paths each op can take (_dispatch.Packed.run); a cell (one step) is never split in
@@ -22,17 +22,20 @@ _T1_NAMES = ("float16", "float32", "float64", "bfloat16")
 def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     """Compile every kernel that ``ops`` run for ``dtypes``, or load it from the cache; returns seconds.
 
-    The first call of an op in a process compiles its kernels (about 20 s per compute dtype), or
-    loads them from fastgru's cache folder (a fraction of a second, see ``python -m fastgru info``).
-    A server calls this once at start-up so that no request pays for it. float16 and bfloat16 run
-    the float32 kernels (SPEC.md §5); the three ops share one kernel core.
+    The first call of an op in a process compiles its kernels, or loads them from fastgru's cache
+    folder (a fraction of a second, see ``python -m fastgru info``); README, "Serving", has the
+    figures (every path of float32 and float64: 93 s to compile, 0.8 s from the cache). A server
+    calls this once at start-up so that no request pays for it. float16 and bfloat16 run the
+    float32 kernels (SPEC.md §5).
 
     Parameters
     ----------
     dtypes : iterable of str or dtype
         T1 dtypes among float16, float32, float64 and bfloat16.
     ops : iterable of str
-        Among 'gru_cell', 'gru_sequence', 'augru_sequence' (the prepared ops run the same kernels).
+        Among 'gru_cell', 'gru_sequence', 'augru_sequence'. The three ops (functions and prepared
+        ops alike) run the same kernels; ``ops`` only leaves out the kernel paths that none of
+        them takes (a cell is never split in a parallel region).
 
     Examples
     --------
@@ -40,14 +43,13 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     >>> seconds = fastgru.warmup(dtypes=["float32"], ops=["gru_cell"])
     """
     start = time.perf_counter()
-    ops = _names("ops", ops, tuple(_PATHS))
+    paths = dict.fromkeys(path for op in _names("ops", ops, tuple(_PATHS)) for path in _PATHS[op])
     computes = dict.fromkeys(compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
                              for name in _names("dtypes", dtypes, _T1_NAMES))
     for ct in computes:
-        for op in ops:
-            packed, inputs = _tiny(op, ct)
-            for path in _PATHS[op]:
-                packed.run(*inputs, path=path)
+        packed, inputs = _tiny(ct)
+        for path in paths:
+            packed.run(*inputs, path=path)
     _partner.PARTNER.wake()  # starts the partner thread: compiles (or loads) its loop
     return time.perf_counter() - start
 
@@ -61,12 +63,11 @@ def _names(what, values, allowed):
     return names
 
 
-def _tiny(op, dtype):
-    """A prepared op of hidden_size 2 and its canonical kernel inputs for 2 rows of 2 steps."""
-    n, s, i, h = 2, 2 if op != "gru_cell" else 1, 3, 2
-    w, r, b = np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype)
-    prepared = {"gru_cell": lambda: GRUCell(w[0], r[0], b[0]), "gru_sequence": lambda: GRUSequence(w, r, b),
-                "augru_sequence": lambda: AUGRUSequence(w, r, b)}[op]()
-    att = np.zeros((n, s), dtype) if op == "augru_sequence" else None
+def _tiny(dtype):
+    """A prepared GRUSequence of hidden_size 2 and its canonical kernel inputs for 2 rows of 2 steps
+    (with attention scores: AUGRU's are the kernels' only other argument, of the same type)."""
+    n, s, i, h = 2, 2, 3, 2
+    op = GRUSequence(np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype))
     y, ho = np.empty((n, 1, s, h), dtype), np.empty((n, 1, h), dtype)
-    return prepared._packed, (np.zeros((n, s, i), dtype), np.zeros((n, 1, h), dtype), np.full(n, s), att, y, ho)
+    return op._packed, (np.zeros((n, s, i), dtype), np.zeros((n, 1, h), dtype), np.full(n, s), np.zeros((n, s), dtype),
+                        y, ho)

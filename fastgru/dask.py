@@ -189,37 +189,27 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     return _lazy(spec, node, inputs, max_chunk_bytes)
 
 
-class _Prepared:
-    """Weights checked on the client once (by fastgru's prepared op) and made one graph node once."""
+class _Prepared(_ops.Described):
+    """Weights checked on the client once, as fastgru's prepared op checks them (but not packed:
+    the client runs no kernel), and made one graph node once."""
 
     _kind = None  # the class of fastgru._ops that the workers build
 
     def __init__(self, weights, attrs, max_chunk_bytes):
         weights = _numpy_weights(self._kind, **weights)
-        self.op = getattr(_ops, self._kind)(**weights, **attrs)  # checks the weights and attributes
+        layout = augru_layout(self._kind, "W", weights["W"]) if self._kind == "AUGRUSequence" else "sequence"
+        self.spec = validate(self._kind, layout, weights, **attrs)
         self._node = _weights_node(self._kind, weights, attrs)
         self.max_chunk_bytes = max_chunk_bytes
 
-    @property
-    def hidden_size(self) -> int:
-        return self.op.hidden_size
-
-    @property
-    def input_size(self) -> int:
-        return self.op.input_size
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.op.dtype
-
     def _call(self, **inputs):
-        spec = self.op.spec
+        spec = self.spec
         inputs = _dask_inputs(spec.op, **inputs)
         validate_call(spec, _stand_ins(inputs))
         return _lazy(spec, self._node, inputs, self.max_chunk_bytes)
 
     def __repr__(self):
-        return f"fastgru.dask.{self.op!r}"
+        return f"fastgru.dask.{super().__repr__()}"
 
 
 class GRUSequence(_Prepared):
@@ -386,11 +376,13 @@ def _check_chunk_bytes(spec, inputs, batch, y_shape, ho_shape, max_chunk_bytes):
     row += (math.prod(y_shape[1:]) + math.prod(ho_shape[1:])) * spec.dtype.itemsize
     rows = max(batch, default=0)
     if rows * row > max_chunk_bytes:
-        fit = max(1, max_chunk_bytes // row)
+        fit = max_chunk_bytes // row
+        advice = (f"Use at most {fit} rows per chunk: X.rechunk({{0: {fit}}})." if fit else
+                  f"One row alone takes {row} bytes: raise max_chunk_bytes.")
         raise FastGRUError(
-            f"{spec.op}: a batch chunk of {rows} rows takes {rows * row} bytes (X, initial_hidden_state, "
-            f"sequence_lengths, A, Y and Ho, with every axis but the batch one whole); expected at most "
-            f"max_chunk_bytes={max_chunk_bytes}. Use at most {fit} rows per chunk: X.rechunk({{0: {fit}}}).")
+            f"{spec.op}: a batch chunk of {rows} rows takes {rows * row} bytes ({', '.join(inputs)}, Y and Ho, "
+            f"with every axis but the batch one whole); expected at most max_chunk_bytes={max_chunk_bytes}. "
+            + advice)
 
 
 # ------------------------------------------------------------------------------------------- worker
@@ -418,11 +410,8 @@ def _prepared_op(weights):
 def _run_chunk(op_name, weights, rows, X, initial_hidden_state, sequence_lengths, A=None):
     """One batch chunk: its rows of the whole batch (for messages), then the op's (Y, Ho)."""
     X, h0, lengths, A = (_block(a) for a in (X, initial_hidden_state, sequence_lengths, A))
-    try:
-        check_lengths(op_name, lengths, X.shape[1])
-    except FastGRUError as error:  # the message names the row of the whole batch, not of the chunk
-        i = int(np.argmax((lengths < 0) | (lengths > X.shape[1])))
-        raise FastGRUError(str(error).replace(f"sequence_lengths[{i}]", f"sequence_lengths[{rows[i]}]", 1)) from None
+    # Checked here first, so that the message names the row of the whole batch, not of the chunk.
+    check_lengths(op_name, lengths, X.shape[1], first_row=int(rows[0]) if len(rows) else 0)
     op = _prepared_op(weights)
     with threads(threads_per_task()):
         return op(X, h0, lengths) if A is None else op(X, h0, lengths, A)

@@ -7,12 +7,10 @@ import sys
 import textwrap
 
 import numba
-import numpy as np
 import pytest
 
 import fastgru
 from fastgru import FastGRUError, _cli, _config
-from fastgru._kernels.gru import run_serial
 
 
 def _twice(x):
@@ -76,11 +74,26 @@ def test_processes_share_a_new_cache_folder(tmp_path):
     assert any(name.endswith(".nbc") for _, _, files in os.walk(tmp_path) for name in files)
 
 
-def test_warmup_compiles_the_kernels_of_each_dtype():
-    seconds = fastgru.warmup(dtypes=[np.float64, "float16"], ops="gru_sequence")
-    assert seconds > 0
-    kinds = {str(sig[0].dtype) for sig in run_serial.signatures}
-    assert {"float32", "float64"} <= kinds
+_WARMUP = textwrap.dedent("""
+    import threading, numpy as np, fastgru
+    from fastgru._kernels import gru, split
+    kernels = gru.run_serial, gru.run_parallel, split.run_split, split.run_pair
+    def kinds():
+        return [sorted({str(sig[0].dtype) for sig in k.signatures}) for k in kernels]
+    before = kinds()
+    fastgru.warmup(dtypes=[np.float64, "float16"], ops="gru_sequence")
+    partner = any(t.name == "fastgru-partner" for t in threading.enumerate())
+    print(before, kinds(), partner)
+""")
+
+
+def test_warmup_compiles_every_kernel_path_of_each_dtype():
+    """In a fresh process (the kernels come from the cache that earlier tests filled)."""
+    done = subprocess.run([sys.executable, "-c", _WARMUP], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    both = "['float32', 'float64']"
+    assert done.stdout.split("] ", 1)[0] + "]" == "[[], [], [], []]"  # nothing before warmup
+    assert done.stdout.strip().endswith(f"[{both}, {both}, {both}, {both}] True")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -101,13 +114,16 @@ def test_info_command():
 
 
 def test_bench_command(capsys):
-    assert _cli.main(["bench", "--seconds", "0.001", "--threads", "1"]) == 0
+    before = fastgru.get_num_threads()
+    try:
+        assert _cli.main(["bench", "--seconds", "0.001", "--threads", "1"]) == 0
+    finally:
+        fastgru.set_num_threads(before)
     out, err = capsys.readouterr()
     rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 1 + len(_cli.BENCH_SHAPES)
     assert all(float(row.split("|")[3].replace(",", "")) > 0 for row in rows[1:])
     assert f"{len(_cli.BENCH_SHAPES)}/{len(_cli.BENCH_SHAPES)}" in err  # the progress bar reached the end
-    fastgru.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 def test_command_line_errors():

@@ -196,15 +196,6 @@ def test_threads_per_task_follow_the_worker_threads(client):
 # ----------------------------------------------------------------------- without a cluster
 
 
-def test_the_kernels_release_the_gil():
-    # A worker's (or the threaded scheduler's) concurrent tasks overlap only if fastgru's kernel
-    # calls release the GIL, which threads_per_task's one thread per task relies on.
-    from fastgru._kernels import gru, split
-
-    kernels = gru.run_serial, gru.run_parallel, split.run_split, split.run_pair, split.serve
-    assert all(kernel.targetoptions.get("nogil") for kernel in kernels)
-
-
 def test_import_fastgru_does_not_import_dask():
     code = "import sys, fastgru; print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

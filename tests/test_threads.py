@@ -141,3 +141,12 @@ def test_concurrent_calls_on_each_threading_layer(layer):
         pytest.skip("TBB is not installed (pip install tbb)")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == layer
+
+
+def test_the_kernels_release_the_gil():
+    # Calls from several Python threads (a thread-pool server, a Dask worker's tasks) overlap only
+    # if the kernel calls release the GIL; the partner thread serves without it.
+    from fastgru._kernels import gru, split
+
+    kernels = gru.run_serial, gru.run_parallel, split.run_split, split.run_pair, split.serve
+    assert all(kernel.targetoptions.get("nogil") for kernel in kernels)
