@@ -1,5 +1,6 @@
 """What the importers (_import_torch, _import_onnx, _import_openvino) share: errors that say which
-layer or node of the model they are about, and arrays from framework tensors."""
+layer or node of the model they are about, arrays from framework tensors, and fastgru's B from a
+model's two bias vectors."""
 
 import contextlib
 
@@ -35,3 +36,19 @@ def to_numpy(value):
             return value.float().numpy().astype(ml_dtypes.bfloat16)
         return value.numpy()
     return np.asarray(value)
+
+
+def fused_bias(wb, rb, linear_before_reset, dtype=None):
+    """fastgru's B from the input and recurrent biases ``wb`` and ``rb`` (..., 3*hidden_size), gate
+    rows z, r, h: [Wbz+Rbz, Wbr+Rbr, Wbh, Rbh] with ``linear_before_reset``, else Wb+Rb (SPEC.md §3).
+
+    With ``dtype``, the sums are taken in float64 (exact for float16, bfloat16 and float32 biases)
+    and rounded to ``dtype`` once, as W and R are: the addends are not rounded first."""
+    if dtype is not None:
+        wb, rb = wb.astype(np.float64), rb.astype(np.float64)
+    if linear_before_reset:
+        two = 2 * (wb.shape[-1] // 3)
+        fused = np.concatenate([wb[..., :two] + rb[..., :two], wb[..., two:], rb[..., two:]], axis=-1)
+    else:
+        fused = wb + rb
+    return fused if dtype is None else fused.astype(dtype, copy=False)

@@ -17,18 +17,18 @@ import os
 
 import numpy as np
 
-from ._import_common import about
-from ._ops import GRUSequence
+from ._import_common import about, fused_bias
+from ._kernels.activations import CODES
+from ._ops import Described, GRUSequence
 from ._validate import DIRECTIONS, FastGRUError
 
 _INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h")
 # output_sequence (GRU-1 and GRU-3 only) says whether Y is an optional output: it changes no value.
 _ATTRIBUTES = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout",
                "linear_before_reset", "output_sequence"}
-_ACTIVATIONS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}  # ONNX names, lower-cased -> fastgru's
 
 
-class OnnxGRU:
+class OnnxGRU(Described):
     """An ONNX GRU node on fastgru's kernels: ``Y, Y_h = gru(X, sequence_lens=None, initial_h=None)``.
 
     Made by :func:`fastgru.from_onnx`. Shapes are ONNX's for the node's ``layout`` (S seq_length,
@@ -64,20 +64,13 @@ class OnnxGRU:
         self._initial_h = initial_h
 
     @property
-    def hidden_size(self) -> int:
-        return self.op.hidden_size
-
-    @property
-    def input_size(self) -> int:
-        return self.op.input_size
+    def spec(self):
+        """The checked attributes of the op (hidden_size, input_size and dtype come from it)."""
+        return self.op.spec
 
     @property
     def direction(self) -> str:
-        return self.op.spec.direction
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.op.dtype
+        return self.spec.direction
 
     def __call__(self, X, sequence_lens=None, initial_h=None):
         X = np.asarray(X)
@@ -89,9 +82,7 @@ class OnnxGRU:
         x = X.transpose(1, 0, 2) if self.layout == 0 else X  # (N, S, I)
         n = x.shape[0]
         if sequence_lens is None:
-            sequence_lens = self._sequence_lens
-        if sequence_lens is None:
-            sequence_lens = np.full(n, x.shape[1], dtype=np.int64)
+            sequence_lens = self._sequence_lens  # None again: every step of every row, as the op takes it
         if initial_h is None:
             initial_h = self._initial_h
         if initial_h is None:
@@ -177,11 +168,11 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     for name in ("X", "W", "R"):
         if name not in inputs:
             raise FastGRUError(f"{where}: has no input {name}; ONNX's GRU requires X, W and R")
-    W, R = (_constant(graph, constants, node, where, name, inputs[name]) for name in ("W", "R"))
-    B = _constant(graph, constants, node, where, "B", inputs["B"]) if "B" in inputs else None
-    extras = {name: constants.get(inputs.get(name)) for name in ("sequence_lens", "initial_h")}
+    W, R = (_constant(graph, constants, where, name, inputs[name]) for name in ("W", "R"))
+    B = _constant(graph, constants, where, "B", inputs["B"]) if "B" in inputs else None
+    extras = {name: _to_array(constants.get(inputs.get(name))) for name in ("sequence_lens", "initial_h")}
     attrs = _attributes(node, where)
-    d = DIRECTIONS.get(attrs["direction"], 1)
+    d = DIRECTIONS[attrs["direction"]]
     hidden = attrs["hidden_size"] if attrs["hidden_size"] is not None else (R.shape[-1] if R.ndim else 0)
     B = _fastgru_bias(B, W.dtype, d, hidden, attrs["linear_before_reset"], where)
     with about(where):
@@ -223,15 +214,14 @@ def _find_node(graph, node_name):
 
 
 def _constants(graph):
-    """{name: ndarray} of the initializers and the outputs of Constant nodes with a tensor value."""
-    from onnx import numpy_helper
-
-    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    """{name: TensorProto or ndarray} of the initializers and the outputs of Constant nodes with a
+    tensor value; :func:`_to_array` converts the few that the GRU node reads."""
+    values = {t.name: t for t in graph.initializer}
     for n in graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
             for a in n.attribute:
                 if a.name == "value":
-                    values[n.output[0]] = numpy_helper.to_array(a.t)
+                    values[n.output[0]] = a.t
                 elif a.name in ("value_float", "value_floats"):
                     values[n.output[0]] = np.array(a.f if a.name == "value_float" else list(a.floats), np.float32)
                 elif a.name in ("value_int", "value_ints"):
@@ -239,10 +229,19 @@ def _constants(graph):
     return values
 
 
-def _constant(graph, constants, node, where, input_name, value_name):
-    """The constant value of ``node``'s input ``input_name``, else an error saying where it comes from."""
+def _to_array(value):
+    """An ndarray of a value of :func:`_constants` (None stays None)."""
+    if value is None or isinstance(value, np.ndarray):
+        return value
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(value)
+
+
+def _constant(graph, constants, where, input_name, value_name):
+    """The constant value of the GRU node's input ``input_name``, else an error saying where it comes from."""
     if value_name in constants:
-        return constants[value_name]
+        return _to_array(constants[value_name])
     if any(i.name == value_name for i in graph.input):
         source = "a graph input"
     else:
@@ -290,10 +289,10 @@ def _activations(names, d, where):
         raise FastGRUError(f"{where}: activations is {names!r}; expected {2 * d} names (f and g"
                            f"{' for each direction' if d == 2 else ''})")
     for i, name in enumerate(names):
-        if name.lower() not in _ACTIVATIONS:
+        if name.lower() not in CODES:  # fastgru's names are ONNX's in lower case
             raise NotImplementedError(f"{where}: activations[{i}] is {name!r}; fastgru implements Sigmoid, Tanh "
                                       "and Relu")
-    pairs = {tuple(_ACTIVATIONS[n.lower()] for n in names[i:i + 2]) for i in range(0, len(names), 2)}
+    pairs = {tuple(n.lower() for n in names[i:i + 2]) for i in range(0, len(names), 2)}
     if len(pairs) > 1:
         raise NotImplementedError(f"{where}: activations {names!r} give the two directions different functions; "
                                   "fastgru runs both directions with one pair (f, g)")
@@ -308,7 +307,4 @@ def _fastgru_bias(B, dtype, d, hidden, lbr, where):
     if B.shape != (d, 6 * hidden):
         raise FastGRUError(f"{where}: B has shape {B.shape}; expected (num_directions={d}, 6*hidden_size="
                            f"{6 * hidden}), [Wb | Rb] (hidden_size from the attribute or R.shape[-1])")
-    wb, rb = B[:, :3 * hidden], B[:, 3 * hidden:]
-    if lbr:
-        return np.concatenate([wb[:, :2 * hidden] + rb[:, :2 * hidden], wb[:, 2 * hidden:], rb[:, 2 * hidden:]], 1)
-    return wb + rb
+    return fused_bias(B[:, :3 * hidden], B[:, 3 * hidden:], lbr)

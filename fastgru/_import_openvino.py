@@ -8,6 +8,7 @@ numbered ``<port>``s) and edges (``from-layer/from-port -> to-layer/to-port``). 
 Convert (f32) -> GRU; that decompression chain (Convert layers only) is followed.
 """
 
+import functools
 import os
 import xml.etree.ElementTree as ET
 
@@ -27,7 +28,9 @@ _ATTRIBUTES = {"hidden_size", "direction", "linear_before_reset", "activations",
 _AUGRU_FIXED = {"direction": "forward", "linear_before_reset": False, "activations": ["sigmoid", "tanh"], "clip": 0.0}
 
 
+@functools.cache
 def _element_types():
+    """{IR element_type: NumPy dtype}, made on first use (ml_dtypes is imported only then)."""
     types = {"f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
     try:
         import ml_dtypes
@@ -171,12 +174,17 @@ class _IR:
         if size != int(np.prod(shape)) * dtype.itemsize:
             raise FastGRUError(f"{where}: size={size} bytes, but shape {shape} of {data.get('element_type')} "
                                f"needs {int(np.prod(shape)) * dtype.itemsize}")
-        file_size = os.path.getsize(self.bin_path)
+        file_size = self._bin_size
         if offset < 0 or offset + size > file_size:
             raise FastGRUError(f"{where}: bytes {offset} to {offset + size} are past the end of {self.bin_path} "
                                f"({file_size} bytes)")
         raw = np.fromfile(self.bin_path, dtype=np.uint8, count=size, offset=offset)
         return raw.view(dtype).reshape(shape)  # IR data is little-endian, as x86 and Arm are
+
+    @functools.cached_property
+    def _bin_size(self):
+        """The .bin's size in bytes, taken at the first Const read."""
+        return os.path.getsize(self.bin_path)
 
     @staticmethod
     def _dtype(element_type, where):

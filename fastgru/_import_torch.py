@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._import_common import about, to_numpy
+from ._import_common import about, fused_bias, to_numpy
 from ._ops import GRUSequence
 from ._validate import FastGRUError
 
@@ -87,22 +87,19 @@ class TorchGRU:
         n, s = x.shape[:2]
         d, hidden = 1 + self.bidirectional, self.hidden_size
         h0 = self._initial_state(h0, n, unbatched)
-        if lengths is None:
-            lengths = np.full(n, s, dtype=np.int64)
-        else:
+        if lengths is not None:  # None: every step of every row, as the ops take it
             lengths = to_numpy(lengths)
             if unbatched and lengths.ndim == 0:
                 lengths = lengths[None]
-        states = []
+        h_n = np.empty((len(self.layers) * d, n, hidden), dtype=self.dtype)
         for k, op in enumerate(self.layers):
             y, ho = op(x, h0[:, k * d:(k + 1) * d], lengths)
             x = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): directions side by side
-            states.append(ho)
-        h_n = np.concatenate(states, axis=1).transpose(1, 0, 2)  # (N, layers*D, H) -> (layers*D, N, H)
+            h_n[k * d:(k + 1) * d] = ho.transpose(1, 0, 2)  # (N, D, H) -> (D, N, H)
         if unbatched:
             return x[0], np.ascontiguousarray(h_n[:, 0])
         output = x if self.batch_first else x.transpose(1, 0, 2)
-        return np.ascontiguousarray(output), np.ascontiguousarray(h_n)
+        return np.ascontiguousarray(output), h_n
 
     def _initial_state(self, h0, n, unbatched):
         """h0 as (N, layers*D, H), or zeros when None."""
@@ -198,7 +195,7 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
                 b_ih, b_hh = arrays[f"bias_ih_l{k}{sfx}"], arrays[f"bias_hh_l{k}{sfx}"]
                 _check_shape(f"bias_ih_l{k}{sfx}", b_ih, (3 * hidden,), ("3*hidden_size",))
                 _check_shape(f"bias_hh_l{k}{sfx}", b_hh, (3 * hidden,), ("3*hidden_size",))
-                B.append(_torch_bias(b_ih.astype(dtype), b_hh.astype(dtype)))
+                B.append(fused_bias(_zrh(b_ih), _zrh(b_hh), True, dtype))  # [b_iz+b_hz, b_ir+b_hr, b_in, b_hn]
             else:
                 B.append(np.zeros(4 * hidden, dtype=dtype))
         with about(f"from_torch: layer {k}"):
@@ -304,9 +301,3 @@ def _zrh(rzn):
     """Gate rows r, z, n (torch) as z, r, h (OpenVINO)."""
     r, z, n = np.split(rzn, 3)
     return np.concatenate([z, r, n])
-
-
-def _torch_bias(b_ih, b_hh):
-    """[b_iz + b_hz, b_ir + b_hr, b_in, b_hn]: linear_before_reset's B (SPEC.md §3)."""
-    (r_i, z_i, n_i), (r_h, z_h, n_h) = np.split(b_ih, 3), np.split(b_hh, 3)
-    return np.concatenate([z_i + z_h, r_i + r_h, n_i, n_h])

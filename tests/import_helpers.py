@@ -6,11 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from conftest import show_lines
-
-#: (rtol, atol) of fastgru against a framework's float32 GRU: as tests/test_openvino.py's float32
-#: tolerance, for runtimes with their own tanh/sigmoid and summation order.
-F32 = (1e-5, 2e-6)
+from conftest import TOLERANCES, show_lines
 
 
 class Deviations:
@@ -21,15 +17,17 @@ class Deviations:
         self.worst = defaultdict(float)
         self.where = {}
 
-    def check(self, label, got, want, tolerance=F32):
+    def check(self, label, got, want):
         """Assert that the arrays of ``got`` match those of ``want`` (same shapes, dtypes, NaN-free)
-        within ``tolerance``; record the largest absolute difference under ``label``."""
-        rtol, atol = tolerance
+        within the tolerance of their dtype in conftest.TOLERANCES (float32's also covers runtimes
+        with their own tanh/sigmoid and summation order); record the largest absolute difference
+        under ``label``."""
         assert len(got) == len(want), (len(got), len(want))
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             g, w = np.asarray(g), np.asarray(w)
             assert g.shape == w.shape, f"{label} result {i}: shape {g.shape}, expected {w.shape}"
             assert g.dtype == w.dtype, f"{label} result {i}: dtype {g.dtype}, expected {w.dtype}"
+            rtol, atol = TOLERANCES[w.dtype.name]
             g64, w64 = g.astype(np.float64), w.astype(np.float64)
             assert np.all(np.isfinite(w64)), f"{label} result {i}: the runtime returned a non-finite value"
             np.testing.assert_allclose(g64, w64, rtol=rtol, atol=atol, err_msg=f"{label} result {i}")
