@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fastgru
-from fastgru import _dispatch
+from fastgru import _dispatch, _partner
 
 
 @contextlib.contextmanager
@@ -20,6 +20,7 @@ def _path(monkeypatch, threads, serial_below=0, hoist_bytes=_dispatch.HOIST_BYTE
     monkeypatch.setattr(_dispatch, "SPLIT_FROM_HIDDEN", 10**9 if split_from is None else split_from)
     monkeypatch.setattr(_dispatch, "PAIR_FROM_HIDDEN", 10**9 if pair_from is None else pair_from)
     monkeypatch.setattr(_dispatch, "PAIR_FROM_FLOPS", 0)
+    monkeypatch.setattr(_dispatch, "PAIR_WAKE_FLOPS", 0)  # a pair call wakes the partner, never runs alone
     monkeypatch.setattr(_dispatch, "SPLIT_FROM_STEPS", 1)
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
@@ -27,6 +28,15 @@ def _path(monkeypatch, threads, serial_below=0, hoist_bytes=_dispatch.HOIST_BYTE
         yield
     finally:
         numba.set_num_threads(before)
+
+
+def _kernel_calls(monkeypatch):
+    """Count the calls of the two-thread kernels, by name (list appends: safe from any thread)."""
+    calls = []
+    for name in ("run_split", "run_pair"):
+        kernel = getattr(_dispatch, name)
+        monkeypatch.setattr(_dispatch, name, lambda *args, _k=kernel, _n=name: calls.append(_n) or _k(*args))
+    return calls
 
 
 def _case(rng, n, s, i, h, direction, lbr, dtype, augru=False):
@@ -58,8 +68,10 @@ PATHS = {
     "parallel-2-per-step-projection": {"threads": 2, "hoist_bytes": 0},
     "split-2": {"threads": 2, "split_from": 1},
     "pair-2": {"threads": 2, "pair_from": 1},
-    "pair-1": {"threads": 1, "pair_from": 1},  # no partner: the calling thread runs the row
 }
+
+#: The two-thread kernel that a path runs for a single row (batch 1, one direction).
+ONE_ROW_KERNEL = {"split-2": "run_split", "pair-2": "run_pair"}
 
 SHAPES = [
     # n, s, i, h, direction, lbr
@@ -77,10 +89,15 @@ SHAPES = [
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "-".join(map(str, s)))
 def test_every_path_gives_the_same_bits(monkeypatch, shape, dtype):
     op, inputs = _case(np.random.default_rng(7), *shape, dtype)
+    calls = _kernel_calls(monkeypatch)
     results = {}
     for name, path in PATHS.items():
         with _path(monkeypatch, **path):
+            calls.clear()
             results[name] = op(*inputs.values())
+        one_row = shape[0] == 1 and shape[4] != "bidirectional"
+        if one_row and name in ONE_ROW_KERNEL and _partner.PARTNER.enabled:
+            assert calls == [ONE_ROW_KERNEL[name]], (name, calls)  # the path under test really ran
     for (a_name, a), (b_name, b) in itertools.pairwise(results.items()):
         for got, want in zip(a, b, strict=True):
             np.testing.assert_array_equal(got, want, err_msg=f"{a_name} vs {b_name}")
@@ -119,9 +136,12 @@ def test_split_rows_from_four_python_threads_at_once(monkeypatch, how):
     cases = [_case(np.random.default_rng(k), 1, 25, 6, 64, "forward", k % 2 == 1, np.float32) for k in range(4)]
     with _path(monkeypatch, threads=1, serial_below=10**18):
         want = [op(*inputs.values()) for op, inputs in cases]
+    calls = _kernel_calls(monkeypatch)
     with _path(monkeypatch, threads=2, **{f"{how}_from": 1}), ThreadPoolExecutor(max_workers=4) as pool:
         futures = [pool.submit(op, *inputs.values()) for op, inputs in cases * 5]
         got = [f.result(timeout=60) for f in futures]
+    if _partner.PARTNER.enabled or how == "split":
+        assert f"run_{how}" in calls  # some calls shared their row (the others had no thread left)
     for k, results in enumerate(got):
         for g, w in zip(results, want[k % 4], strict=True):
             np.testing.assert_array_equal(g, w)

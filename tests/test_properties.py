@@ -98,7 +98,8 @@ def test_bidirectional_is_forward_and_reverse_stacked(shapes, seed, activations,
 
 
 #: Shapes that two threads share (with _dispatch.SERIAL_BELOW_FLOPS at 0 in the test); the @example
-#: below takes the path that splits a single row.
+#: below takes a path that splits a single row (the partner thread's, PAIR_WAKE_FLOPS at 0 too,
+#: else Numba's).
 PARALLEL_SHAPES = st.fixed_dictionaries({
     "batch": st.integers(4, 10),
     "seq_len": st.integers(8, 12),
@@ -123,7 +124,7 @@ def test_the_same_bits_for_one_and_two_threads(shapes, seed, op):
     else:
         case = make_case(rng, direction=op, **shapes)
         run = fastgru.gru_sequence
-    with mock.patch.object(_dispatch, "SERIAL_BELOW_FLOPS", 0):
+    with mock.patch.object(_dispatch, "SERIAL_BELOW_FLOPS", 0), mock.patch.object(_dispatch, "PAIR_WAKE_FLOPS", 0):
         with fastgru.threads(1):
             one = run(**case.inputs, **case.attrs)
         with fastgru.threads(2):

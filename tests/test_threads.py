@@ -13,13 +13,15 @@ import numpy as np
 import pytest
 
 import fastgru
-from fastgru import FastGRUError, _dispatch, _threading
+from fastgru import FastGRUError, _dispatch, _partner, _threading
 
 
 @pytest.fixture
 def share_work(monkeypatch):
-    """Every call shares its work among threads, however small (these tests' shapes are)."""
+    """Every call shares its work among threads, however small (these tests' shapes are); a single
+    row wakes the partner thread rather than run alone."""
     monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", 0)
+    monkeypatch.setattr(_dispatch, "PAIR_WAKE_FLOPS", 0)
 
 
 def _op(rng, n=6, s=20, i=8, h=64, direction="forward"):
@@ -60,10 +62,18 @@ def test_bad_thread_counts(n):
             pass
 
 
-@pytest.mark.parametrize("shape", [dict(n=6), dict(n=1, h=256), dict(n=3, direction="bidirectional")],
-                         ids=["rows", "split-row", "bidirectional"])
-def test_same_bits_for_any_thread_count(shape, share_work):
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
+@pytest.mark.parametrize(("shape", "path"), [(dict(n=6), "parallel"), (dict(n=1, h=256), "pair"),
+                                             (dict(n=1, h=256), "split"),
+                                             (dict(n=3, direction="bidirectional"), "parallel")],
+                         ids=["rows", "one-row-with-the-partner", "one-row-split", "bidirectional"])
+def test_same_bits_for_any_thread_count(shape, path, share_work, monkeypatch):
+    if path == "pair" and not _partner.PARTNER.enabled:
+        pytest.skip("no partner thread here")
+    if path == "split":
+        monkeypatch.setattr(_partner.PARTNER, "enabled", False)
     op, inputs = _op(np.random.default_rng(0), **shape)
+    assert op._packed._path(shape["n"], 20) == path
     results = []
     for count in range(1, numba.config.NUMBA_NUM_THREADS + 1):
         with fastgru.threads(count):
@@ -88,26 +98,35 @@ def test_budget_grants_what_is_left_and_at_least_one():
     assert again == budget and _threading._state["busy"] == 0
 
 
-def test_many_python_threads_at_once_give_serial_answers(share_work):
-    """A thread-pool server: 8 Python threads calling at once, on every kernel path."""
+def test_many_python_threads_at_once_give_serial_answers(share_work, monkeypatch):
+    """A thread-pool server: 8 Python threads calling at once, on the parallel, pair and serial
+    paths; the calls that share their work never hold more threads than the budget."""
     rng = np.random.default_rng(1)
     cases = [_op(rng, n=6), _op(rng, n=1, h=256), _op(rng, n=3, direction="bidirectional"), _op(rng, n=2, s=1)]
     with fastgru.threads(1):
         want = [op(*inputs) for op, inputs in cases]
-    peak = []
+    grants, over = [], []
+
+    def reserve(wanted, _reserve=_threading.reserve):
+        granted = _reserve(wanted)
+        with _threading._lock:
+            grants.append(granted)
+            if granted > 1 and _threading._state["busy"] > _threading.BUDGET:
+                over.append(_threading._state["busy"])
+        return granted
+
+    monkeypatch.setattr(_dispatch, "reserve", reserve)
 
     def call(k):
         op, inputs = cases[k % len(cases)]
-        result = op(*inputs)
-        peak.append(_threading._state["busy"])
-        return k, result
+        return k, op(*inputs)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         for k, got in pool.map(call, range(64), timeout=120):
             for g, w in zip(got, want[k % len(cases)], strict=True):
                 np.testing.assert_array_equal(g, w)
-    # Each running call holds at least its own thread, and only those beyond the budget hold just that.
-    assert max(peak) <= _threading.BUDGET + 7
+    # A call granted more than its own thread stays within the budget; some calls were.
+    assert over == [] and max(grants) > 1
     assert _threading._state == {"busy": 0, "regions": 0, "exclusive": _threading._state["exclusive"]}
 
 
