@@ -50,8 +50,10 @@ def main():
                                 ("import + first float32 gru_sequence", True, False),
                                 ("import + warmup(float32, float64)", False, True)]:
         warm = [measure(call, warmup, None)[-1] for _ in range(args.runs)]
-        cold = [measure(call, warmup, tempfile.mkdtemp(prefix="fastgru-cold-"))[-1]
-                for _ in range(1 if call or warmup else args.runs)]
+        cold = []
+        for _ in range(1 if call or warmup else args.runs):
+            with tempfile.TemporaryDirectory(prefix="fastgru-cold-") as empty:
+                cold.append(measure(call, warmup, empty)[-1])
         rows.append(f"| {label} | {np.median(warm):.2f} | {np.median(cold):.2f} |")
     print(f"fresh processes, median seconds (warm cache: {args.runs} runs; cold: an empty FASTGRU_CACHE_DIR)")
     print("| | warm cache | no cache |\n|---|---|---|")
