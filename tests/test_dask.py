@@ -7,6 +7,7 @@ import math
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +44,6 @@ def client():
         cluster.close(timeout=TIMEOUT)
 
 
-class _Case:
-    def __init__(self, inputs, weights, attrs):
-        self.inputs, self.weights, self.attrs = inputs, weights, attrs
-
-
 def _case(rng, n, d, *, S=6, I=5, H=7, dtype=np.float32, lbr=False, augru=None):
     """Inputs (X, H0, lengths[, A]) with ragged lengths, and weights; augru is None, "2d" or "3d"."""
     gates = 4 if lbr else 3
@@ -59,7 +55,7 @@ def _case(rng, n, d, *, S=6, I=5, H=7, dtype=np.float32, lbr=False, augru=None):
         shapes = ((n, d, H), (d, 3 * H, I), (d, 3 * H, H), (d, gates * H))
     h0, W, R, B = (rng.uniform(-0.5, 0.5, shape).astype(dtype) for shape in shapes)
     inputs = (X, h0, lengths) if augru is None else (X, h0, lengths, rng.uniform(size=(n, S, 1)).astype(dtype))
-    return _Case(inputs, (W, R, B), {})
+    return types.SimpleNamespace(inputs=inputs, weights=(W, R, B))
 
 
 def _chunked(inputs, batch_chunks):
