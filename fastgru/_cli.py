@@ -31,7 +31,7 @@ def info():
     import fastgru
 
     from ._config import CACHE, CACHE_DIR, cache_folder
-    from ._kernels.gru import run_serial
+    from ._kernels.rows import run_serial
     from ._partner import PARTNER, SPIN_US
     from ._threading import BUDGET, start_pool
 
@@ -72,7 +72,7 @@ def bench(seconds=0.2, dtype="float32"):
     for k, shape in enumerate(BENCH_SHAPES):
         name, op, n, s, i, h, direction = shape
         prepared_op, prepared, function = _calls(np.random.default_rng(k), np.dtype(dtype), op, n, s, i, h, direction)
-        flops = prepared_op._packed._flops(n, s)
+        flops = prepared_op._packed.flops(n, s)
         times = [_median(call, seconds / 2) for call in (prepared, function)]
         rows.append(f"| {name} | {n}-{s}-{i}-{h} | {times[0] * 1e6:,.1f} | {times[1] * 1e6:,.1f} | "
                     f"{flops / times[0] / 1e9:.3g} |")

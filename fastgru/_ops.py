@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ._dispatch import Packed, kernel_array, result_shapes
+from ._dispatch import NO_ROWS, Packed, result_shapes
 from ._validate import FastGRUError, augru_layout, check_lengths, check_out, validate, validate_call
 
 
@@ -227,9 +227,12 @@ class Stream:
             raise FastGRUError(f"{spec.op} stream: X has batch_size {n}; expected {self._state.shape[0]}, the "
                                "batch_size of the stream's initial_hidden_state")
         chunk = np.clip(self._remaining, 0, s)
-        y = np.empty((n, 1, s, spec.hidden_size), dtype=packed.compute_dtype)
-        X = kernel_array(X, packed.compute_dtype)
-        packed.run(X, self._state, chunk, arrays.get("A"), y, self._state, keep=True)
+        ct = packed.compute_dtype
+        y = np.empty((n, 1, s, spec.hidden_size), dtype=ct)
+        A = arrays.get("A")
+        att = packed._no_att if A is None else np.array(A, dtype=ct, order="C").reshape(n, s)
+        X = np.array(X, dtype=ct, order="C")
+        packed.run(n, s, (X, self._state, chunk, NO_ROWS, att, y, self._state), keep=True)
         self._remaining -= chunk
         self.steps += s
         return y.astype(spec.dtype, copy=False).reshape(packed.result_shapes(n, s)[0])

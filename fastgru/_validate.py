@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels.activations import CODES
-
-DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+from ._codes import ACTIVATIONS as CODES
+from ._codes import NUM_DIRECTIONS as DIRECTIONS
 _T1_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import DTYPES
 
 import fastgru
-from fastgru import FastGRUError, _dispatch
+from fastgru import FastGRUError, _tuning
 
 N, I, H = 6, 5, 12
 LENGTHS = np.array([23, 0, 5, 17, 1, 11])  # ragged, 0 and the full length included
@@ -35,7 +35,7 @@ def _chunks(steps, rng):
 @pytest.mark.parametrize("shared", [False, True], ids=["serial", "parallel"])
 def test_gru_stream_equals_one_call(monkeypatch, dtype, lbr, shared):
     if shared:  # the rows shared among threads: the keep flag of the parallel kernel
-        monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", 0)
+        monkeypatch.setattr(_tuning, "SERIAL_BELOW_FLOPS", 0)
     rng = np.random.default_rng(0)
     S = int(LENGTHS.max())
     W, R, B = _weights(rng, dtype, lbr)
