@@ -26,7 +26,14 @@ DEVIATIONS = Deviations("fastgru vs ONNX Runtime / the ONNX backend test data")
 deviation_summary = DEVIATIONS.fixture()
 
 N, S, I, H = 4, 6, 3, 5
-_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE}
+_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+         np.dtype(np.float16): TensorProto.FLOAT16}
+try:
+    import ml_dtypes
+
+    _ELEM[np.dtype(ml_dtypes.bfloat16)] = TensorProto.BFLOAT16
+except ImportError:  # bfloat16 is optional: its test skips
+    pass
 
 
 def gru_model(W, R, B=None, *, layout=None, with_lens=False, with_h0=False, outputs=("Y", "Y_h"), weights="initializer",
@@ -162,9 +169,8 @@ def test_weights_as_constant_nodes_and_external_data(tmp_path):
         np.testing.assert_array_equal(g, w)
 
 
-def test_initializers_listed_as_graph_inputs_and_opset3():
-    """Older exporters list the initializers among the graph inputs too (IR version < 4); GRU-3
-    (which ONNX Runtime no longer runs) has output_sequence, which changes no value."""
+def test_initializers_listed_as_graph_inputs():
+    """Older exporters list the initializers among the graph inputs too (IR version < 4)."""
     rng = np.random.default_rng(11)
     W, R, B = random_weights(rng, direction="reverse")
     model = gru_model(W, R, B, direction="reverse", opset=7)
@@ -173,9 +179,116 @@ def test_initializers_listed_as_graph_inputs_and_opset3():
     feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
     got = fastgru.from_onnx(model)(**feeds)
     DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, feeds))
-    opset3 = fastgru.from_onnx(gru_model(W, R, B, direction="reverse", opset=3, output_sequence=1))(**feeds)
-    for g, w in zip(opset3, got, strict=True):
-        np.testing.assert_array_equal(g, w)
+
+
+# ------------------------------------------------------------------------------- GRU versions, opsets
+
+#: (opset, the GRU version in force there): the first and last opset of each version, and the newest.
+OPSETS = [(1, 1), (2, 1), (3, 3), (6, 3), (7, 7), (13, 7), (14, 14), (21, 14), (22, 22),
+          (onnx.defs.onnx_opset_version(), 22)]
+
+
+@pytest.mark.parametrize("opset, version", OPSETS, ids=[f"opset{o}" for o, _ in OPSETS])
+def test_every_gru_version_matches_its_runtime(opset, version):
+    """GRU-7, 14 and 22 against ONNX Runtime; GRU-1 and GRU-3, which ONNX Runtime does not run,
+    against the onnx package's ReferenceEvaluator (which ignores sequence_lens, clip and activations,
+    so the model has none). Each version's own attributes are accepted."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng([opset, version])
+    W, R, B = random_weights(rng, direction="bidirectional")
+    attrs = {"direction": "bidirectional"}
+    if version >= 3:
+        attrs["linear_before_reset"] = 1
+    model = gru_model(W, R, B, opset=opset, **attrs)
+    feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
+    gru = fastgru.from_onnx(model)
+    assert (gru.opset, gru.version) == (opset, version)
+    got = gru(**feeds)
+    if version >= 7:
+        DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, feeds))
+    else:
+        DEVIATIONS.check("onnx.reference GRU-1, 3", got, ReferenceEvaluator(model).run(None, feeds))
+    own = {1: {"output_sequence": 1}, 3: {"output_sequence": 0}, 7: {}, 14: {"layout": 0}, 22: {"layout": 0}}[version]
+    if own:  # output_sequence changes no value; layout 0 is the default
+        with_own = fastgru.from_onnx(gru_model(W, R, B, opset=opset, **attrs, **own))(**feeds)
+        for g, w in zip(with_own, got, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("opset, attrs, message", [
+    (7, {"layout": 0}, r"attribute 'layout' does not exist in opset 7, whose GRU is GRU-7; it is an attribute of "
+                       r"GRU-14 and later"),
+    (13, {"layout": 1}, r"attribute 'layout' does not exist in opset 13, whose GRU is GRU-7"),
+    (3, {"layout": 0}, r"attribute 'layout' does not exist in opset 3, whose GRU is GRU-3"),
+    (1, {"linear_before_reset": 1}, r"attribute 'linear_before_reset' does not exist in opset 1, whose GRU is "
+                                    r"GRU-1; it is an attribute of GRU-3 and later"),
+    (7, {"output_sequence": 1}, r"attribute 'output_sequence' does not exist in opset 7, whose GRU is GRU-7; it is "
+                                r"an attribute of GRU-1 and GRU-3 only"),
+    (22, {"output_sequence": 0}, r"attribute 'output_sequence' does not exist in opset 22, whose GRU is GRU-22"),
+])
+def test_an_attribute_of_another_gru_version(opset, attrs, message):
+    W, R, B = random_weights(np.random.default_rng(12))
+    with pytest.raises(FastGRUError, match=f"^from_onnx: GRU node 'gru': {message}"):
+        fastgru.from_onnx(gru_model(W, R, B, opset=opset, **attrs))
+
+
+def test_the_opset_must_be_known():
+    W, R, B = random_weights(np.random.default_rng(13))
+    model = gru_model(W, R, B)
+    del model.opset_import[:]
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(FastGRUError, match=r"^from_onnx: the model imports no opset of the default domain '' "
+                                           r"\(ai.onnx\), which defines GRU \(its opset imports: 'com.example'\)"):
+        fastgru.from_onnx(model)
+    model.opset_import.append(helper.make_opsetid("ai.onnx", 14))  # the default domain's other name
+    assert fastgru.from_onnx(model).version == 14
+    newest = onnx.defs.onnx_opset_version()
+    for opset in (newest + 1, 0):
+        with pytest.raises(FastGRUError, match=rf"^from_onnx: the model imports opset {opset} of the default domain; "
+                                               rf"the installed onnx \S+ knows opsets 1 to {newest}, so which GRU "
+                                               r"version that opset holds is unknown \(upgrade onnx\)"):
+            fastgru.from_onnx(gru_model(W, R, B, opset=opset))
+
+
+def test_a_gru_version_fastgru_does_not_know(monkeypatch):
+    """A future onnx may define a GRU-N: fastgru refuses it rather than guess."""
+    W, R, B = random_weights(np.random.default_rng(14))
+    real = onnx.defs.get_schema
+    newest = onnx.defs.onnx_opset_version()
+
+    class Future:
+        since_version = newest
+
+    monkeypatch.setattr(onnx.defs, "get_schema", lambda op, *args: Future if op == "GRU" else real(op, *args))
+    with pytest.raises(FastGRUError, match=rf"^from_onnx: the model imports opset {newest}, whose GRU is "
+                                           rf"GRU-{newest}; fastgru reads GRU-1, 3, 7, 14 and 22$"):
+        fastgru.from_onnx(gru_model(W, R, B, opset=newest))
+
+
+@pytest.mark.parametrize("dtype_name, opset", [("float16", 7), ("bfloat16", 22)])
+def test_half_precision_weights(dtype_name, opset):
+    """float16 from GRU-1, bfloat16 from GRU-22 (before it, an error)."""
+    half = np.dtype(np.float16) if dtype_name == "float16" else np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    rng = np.random.default_rng(15)
+    W, R, B = (a.astype(half) for a in random_weights(rng))
+    X = rng.standard_normal((S, N, I)).astype(half)
+    gru = fastgru.from_onnx(gru_model(W, R, B, opset=opset))
+    Y, Y_h = gru(X)
+    assert Y.dtype == Y_h.dtype == half
+    # Computed in float32 and rounded once, as fastgru computes float16 and bfloat16: the bits of a
+    # float32 model of the same values. fastgru's B is of the weights' dtype: ONNX's Wb + Rb is rounded to it.
+    fused = (B[:, :3 * H] + B[:, 3 * H:]).astype(np.float32)
+    B32 = np.concatenate([fused, np.zeros_like(fused)], axis=1)
+    Y32, Y_h32 = fastgru.from_onnx(gru_model(W.astype(np.float32), R.astype(np.float32), B32, opset=opset))(
+        X.astype(np.float32))
+    np.testing.assert_array_equal(Y.view(np.uint16), Y32.astype(half).view(np.uint16))
+    np.testing.assert_array_equal(Y_h.view(np.uint16), Y_h32.astype(half).view(np.uint16))
+    if dtype_name == "bfloat16":
+        with pytest.raises(FastGRUError, match=r"^from_onnx: GRU node 'gru': W is bfloat16, a type of GRU-22 "
+                                               r"\(opset 22\) and later; the model imports opset 21, whose GRU is "
+                                               r"GRU-14$"):
+            fastgru.from_onnx(gru_model(W, R, B, opset=21))
 
 
 def test_constant_sequence_lens_and_initial_h_are_the_call_defaults():
@@ -202,7 +315,8 @@ def test_the_object_exposes_the_prepared_op():
     assert (gru.layout, gru.direction, gru.hidden_size, gru.input_size, gru.node_name) == (1, "bidirectional", H, I,
                                                                                            "gru")
     assert gru.op.spec.linear_before_reset
-    assert repr(gru).startswith("OnnxGRU(node_name='gru', layout=1")
+    assert (gru.opset, gru.version) == (22, 22)
+    assert repr(gru).startswith("OnnxGRU(node_name='gru', version=22, layout=1")
     X = rng.standard_normal((N, S, I)).astype(np.float32)
     Y, Y_h = gru(X)
     Y_op, Ho_op = gru.op(X, np.zeros((N, 2, H), np.float32), np.full(N, S))
