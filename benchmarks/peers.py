@@ -141,7 +141,7 @@ def openvino_cpu(case):
     config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS}
     if shape.op == "augru_sequence":
         try:
-            import openvino_oracle  # tests/openvino_oracle.py: the AUGRUSequence IR recipe of SPEC.md §7
+            import openvino_oracle  # tests/openvino_oracle.py: an IR of OpenVINO's internal AUGRUSequence
         except ImportError as exc:
             raise Unavailable("tests/openvino_oracle.py is not importable") from exc
         xml, blob = openvino_oracle.augru_ir(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
@@ -179,8 +179,9 @@ def openvino_cpu(case):
 # -------------------------------------------------------------------------------------- ONNX Runtime
 
 
-def onnxruntime_gru(case):
-    """One ONNX GRU node (gate order z, r, h as OpenVINO), layout 0: X (S, N, I), Y (S, D, N, H)."""
+def _onnxruntime_session(case):
+    """(session, feed) of one ONNX GRU node (gate order z, r, h as OpenVINO), layout 0: X (S, N, I),
+    Y (S, D, N, H); weights and sequence_lens as initializers."""
     try:
         import onnx
         import onnxruntime as ort
@@ -190,9 +191,7 @@ def onnxruntime_gru(case):
     c, shape = case, case.shape
     if shape.op == "augru_sequence":
         raise Unavailable("ONNX has no AUGRU")
-    n, s, i, h, d = shape.batch, shape.seq, shape.inputs, shape.hidden, shape.directions
-    if shape.op == "gru_cell":
-        s = 1
+    n, s, i, h, d = shape.batch, _steps(shape), shape.inputs, shape.hidden, shape.directions
     # ONNX B = [Wb | Rb]: OpenVINO's summed biases go in Wb; for linear_before_reset Rbh goes in Rb.
     wb = c.B[:, : 3 * h]
     rb = np.zeros_like(wb)
@@ -219,16 +218,55 @@ def onnxruntime_gru(case):
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     feed = {"X": np.ascontiguousarray(c.X[:, :s].transpose(1, 0, 2)),
             "initial_h": np.ascontiguousarray(c.H0.transpose(1, 0, 2))}
+    return session, feed
+
+
+def _steps(shape):
+    """The ONNX sequence length: one step for the cell."""
+    return 1 if shape.op == "gru_cell" else shape.seq
+
+
+def _from_onnx_layout(shape, Y, Yh):
+    """fastgru's (Y, Ho), or (Ho,) of the cell, from ONNX Runtime's layout-0 outputs."""
+    Y, Ho = Y.transpose(2, 1, 0, 3), Yh.transpose(1, 0, 2)
+    return (Ho[:, 0],) if shape.op == "gru_cell" else (Y, Ho)
+
+
+def onnxruntime_gru(case):
+    """ONNX Runtime as a server runs it: inputs bound once, outputs bound to preallocated arrays
+    (IOBinding), each call ``session.run_with_iobinding``, as fastgru's ``out=`` and OpenVINO's
+    shared outputs do."""
+    session, feed = _onnxruntime_session(case)
+    shape = case.shape
+    n, s, h, d = shape.batch, _steps(shape), shape.hidden, shape.directions
+    Y, Yh = np.empty((s, d, n, h), np.float32), np.empty((d, n, h), np.float32)
+    binding = session.io_binding()
+    for name, value in feed.items():
+        binding.bind_cpu_input(name, value)  # no copy: feed's arrays stay alive in this closure
+    for name, value in (("Y", Y), ("Y_h", Yh)):
+        binding.bind_output(name, "cpu", 0, np.float32, list(value.shape), value.ctypes.data)
+
+    def run():
+        session.run_with_iobinding(binding)
+
+    def result():
+        Y.fill(np.nan)  # the outputs must come from this call
+        Yh.fill(np.nan)
+        run()
+        return _from_onnx_layout(shape, Y.copy(), Yh.copy())
+
+    return run, result
+
+
+def onnxruntime_run(case):
+    """ONNX Runtime's plain ``session.run(None, feed)``: inputs passed and outputs allocated on
+    every call."""
+    session, feed = _onnxruntime_session(case)
 
     def run():
         return session.run(None, feed)
 
-    def result():
-        Y, Yh = run()
-        Y, Ho = Y.transpose(2, 1, 0, 3), Yh.transpose(1, 0, 2)
-        return (Ho[:, 0],) if shape.op == "gru_cell" else (Y, Ho)
-
-    return run, result
+    return run, lambda: _from_onnx_layout(case.shape, *run())
 
 
 # --------------------------------------------------------------------------------------------- torch
@@ -295,7 +333,9 @@ IMPLS = {
     "fastgru_prepared": fastgru_prepared,
     "openvino": openvino_cpu,
     "onnxruntime": onnxruntime_gru,
+    "onnxruntime_run": onnxruntime_run,
     "torch": torch_gru,
     "numpy": numpy_reference,
 }
-PEERS = ("openvino", "onnxruntime", "torch")
+#: The peers, each variant a row of its own; the report's ratio is against the fastest of them.
+PEERS = ("openvino", "onnxruntime", "onnxruntime_run", "torch")
