@@ -97,6 +97,13 @@ def test_the_blocks_are_found_with_their_packages():
         assert README.splitlines()[block.line - 1] == block.code.splitlines()[0]
 
 
+def test_local_links_point_at_files():
+    links = re.findall(r"\]\(([\w./-]+\.\w+)\)", README)  # [text](path/file.ext)
+    assert "docs/semantics.md" in links
+    for link in links:
+        assert (ROOT / link).is_file(), link
+
+
 def test_ci_runs_the_readme_test_command():
     assert len(TEST_COMMANDS) == 1
     assert TEST_COMMANDS[0] in CI_RUN
