@@ -67,8 +67,9 @@ def _check(shape, impl, result, want):
     got = _as_tuple(result)
     assert len(got) == len(want), impl
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=1e-4, atol=2e-5,
-                                   err_msg=f"{impl} on {shape.id}")
+        np.testing.assert_allclose(
+            np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=1e-4, atol=2e-5, err_msg=f"{impl} on {shape.id}"
+        )
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS), ids=lambda r: f"round{r}")
@@ -114,6 +115,12 @@ def bench_gru_spaced(benchmark, shape, impl, round_):
         return (), {}
 
     benchmark.extra_info.update(machine_info())
-    benchmark.extra_info.update(shape=shape.id, impl=impl, flops=shape.flops, round=round_, mode="spaced",
-                                pause_ms=[PAUSE[0] * 1e3, PAUSE[1] * 1e3])
+    benchmark.extra_info.update(
+        shape=shape.id,
+        impl=impl,
+        flops=shape.flops,
+        round=round_,
+        mode="spaced",
+        pause_ms=[PAUSE[0] * 1e3, PAUSE[1] * 1e3],
+    )
     benchmark.pedantic(run, setup=pause, rounds=SPACED_CALLS, iterations=1)

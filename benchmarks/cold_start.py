@@ -65,8 +65,11 @@ def main(argv=None):
     parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per row with an empty cache")
     args = parser.parse_args(argv)
     measure(True, True, None)  # fill the default cache folder
-    lines = [f"| fresh process, seconds: median (min-max) | kernels in the cache, median of {args.runs} | empty cache, "
-             f"median of {args.cold_runs} |", "|---|---|---|"]
+    lines = [
+        f"| fresh process, seconds: median (min-max) | kernels in the cache, median of {args.runs} | empty cache, "
+        f"median of {args.cold_runs} |",
+        "|---|---|---|",
+    ]
     for label, call, warmup in ROWS:
         warm = [measure(call, warmup, None)[-1] for _ in range(args.runs)]
         cold = []

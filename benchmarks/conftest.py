@@ -75,6 +75,7 @@ def _cpu_model():
 
 def pytest_collection_modifyitems(items):
     """Run the benchmarks round by round (all shapes and implementations, then again)."""
+
     def round_of(item):
         callspec = getattr(item, "callspec", None)
         return callspec.params.get("round_", 0) if callspec else 0

@@ -35,13 +35,18 @@ def load(path):
         info = bench["extra_info"]
         mode = info.get("mode", "back-to-back")
         medians.setdefault(mode, {}).setdefault(info["shape"], {}).setdefault(info["impl"], []).append(
-            bench["stats"]["median"])
+            bench["stats"]["median"]
+        )
         flops[info["shape"]] = info["flops"]
         pause = info.get("pause_ms", pause)
         machine = {k: v for k, v in info.items() if k not in _PER_BENCHMARK}
-    modes = {mode: {shape: {"flops": flops[shape], **{impl: statistics.median(m) for impl, m in impls.items()}}
-                    for shape, impls in shapes.items()}
-             for mode, shapes in medians.items()}
+    modes = {
+        mode: {
+            shape: {"flops": flops[shape], **{impl: statistics.median(m) for impl, m in impls.items()}}
+            for shape, impls in shapes.items()
+        }
+        for mode, shapes in medians.items()
+    }
     return modes, machine, pause
 
 
@@ -63,27 +68,40 @@ def table(rows, machine, spaced=None, pause=None):
     """The markdown of the back-to-back table, the spaced table when ``spaced`` has rows, and the
     machine facts."""
     impls = _impls(rows)
-    lines = ["| shape | " + " | ".join(f"{impl} µs" for impl in impls)
-             + " | fastgru_prepared GFLOP/s | best peer | best peer GFLOP/s | prepared / best peer |",
-             "|---" * (len(impls) + 5) + "|"]
+    lines = [
+        "| shape | "
+        + " | ".join(f"{impl} µs" for impl in impls)
+        + " | fastgru_prepared GFLOP/s | best peer | best peer GFLOP/s | prepared / best peer |",
+        "|---" * (len(impls) + 5) + "|",
+    ]
     for shape, row in rows.items():
         cells = [f"{row[impl] * 1e6:,.1f}" if impl in row else "–" for impl in impls]
         best = _best_peer(row)
-        lines.append(f"| {shape} | " + " | ".join(cells) + f" | {_gflops(row, 'fastgru_prepared')} | {best or '–'} | "
-                     f"{_gflops(row, best)} | {_ratio(row)} |")
-    text = "\n".join(lines) + ("\n\nfloat32, calls back to back; medians of each round's median, rounds "
-                               "interleaved over all implementations, in one run.\n")
+        lines.append(
+            f"| {shape} | " + " | ".join(cells) + f" | {_gflops(row, 'fastgru_prepared')} | {best or '–'} | "
+            f"{_gflops(row, best)} | {_ratio(row)} |"
+        )
+    text = "\n".join(lines) + (
+        "\n\nfloat32, calls back to back; medians of each round's median, rounds "
+        "interleaved over all implementations, in one run.\n"
+    )
     if spaced:
         impls = _impls(spaced)
         low, high = pause or ("?", "?")
-        lines = ["| shape, spaced calls | " + " | ".join(f"{impl} µs" for impl in impls)
-                 + " | best peer | prepared / best peer |", "|---" * (len(impls) + 3) + "|"]
+        lines = [
+            "| shape, spaced calls | "
+            + " | ".join(f"{impl} µs" for impl in impls)
+            + " | best peer | prepared / best peer |",
+            "|---" * (len(impls) + 3) + "|",
+        ]
         for shape, row in spaced.items():
             cells = [f"{row[impl] * 1e6:,.1f}" if impl in row else "–" for impl in impls]
             lines.append(f"| {shape} | " + " | ".join(cells) + f" | {_best_peer(row) or '–'} | {_ratio(row)} |")
-        text += ("\n" + "\n".join(lines) + f"\n\nfloat32, spaced calls: a pause of {low:g}-{high:g} ms before "
-                 "each call (the same pseudo-random schedule for every implementation), only the calls timed; "
-                 "medians of each round's median, in the same run.\n")
+        text += (
+            "\n" + "\n".join(lines) + f"\n\nfloat32, spaced calls: a pause of {low:g}-{high:g} ms before "
+            "each call (the same pseudo-random schedule for every implementation), only the calls timed; "
+            "medians of each round's median, in the same run.\n"
+        )
     facts = ", ".join(f"{k} {v}" for k, v in machine.items())
     return text + f"\nMachine: {facts}.\n"
 
@@ -125,8 +143,11 @@ def main():
     here = Path(__file__).resolve().parent
     parser.add_argument("--md", default=str(here / "results.md"))
     parser.add_argument("--png", default=str(here / "results.png"))
-    parser.add_argument("--readme", default=str(here.parent / "README.md"),
-                        help="file whose text between the bench:start and bench:end markers is replaced by the table")
+    parser.add_argument(
+        "--readme",
+        default=str(here.parent / "README.md"),
+        help="file whose text between the bench:start and bench:end markers is replaced by the table",
+    )
     args = parser.parse_args()
     modes, machine, pause = load(args.json)
     rows = modes.get("back-to-back", {})

@@ -98,8 +98,10 @@ class OnnxGRU(Described):
         d, hidden = self.op.spec.num_directions, self.hidden_size
         if X.ndim != 3:
             order = "seq_length, batch_size" if self.layout == 0 else "batch_size, seq_length"
-            raise FastGRUError(f"OnnxGRU: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
-                               f"input_size={self.input_size}) (layout={self.layout})")
+            raise FastGRUError(
+                f"OnnxGRU: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
+                f"input_size={self.input_size}) (layout={self.layout})"
+            )
         x = X.transpose(1, 0, 2) if self.layout == 0 else X  # (N, S, I)
         n = x.shape[0]
         if sequence_lens is None:
@@ -113,8 +115,10 @@ class OnnxGRU(Described):
             expected = (d, n, hidden) if self.layout == 0 else (n, d, hidden)
             if initial_h.shape != expected:
                 what = "num_directions, batch_size" if self.layout == 0 else "batch_size, num_directions"
-                raise FastGRUError(f"OnnxGRU: initial_h has shape {initial_h.shape}; expected ({what}, hidden_size) "
-                                   f"= {expected} (layout={self.layout})")
+                raise FastGRUError(
+                    f"OnnxGRU: initial_h has shape {initial_h.shape}; expected ({what}, hidden_size) "
+                    f"= {expected} (layout={self.layout})"
+                )
             h0 = initial_h.transpose(1, 0, 2) if self.layout == 0 else initial_h
         Y, Ho = self.op(x, h0, sequence_lens)  # (N, D, S, H), (N, D, H)
         if self.layout == 0:
@@ -122,10 +126,12 @@ class OnnxGRU(Described):
         return np.ascontiguousarray(Y.transpose(0, 2, 1, 3)), Ho
 
     def __repr__(self):
-        return (f"OnnxGRU(node_name={self.node_name!r}, version={self.version}, layout={self.layout}, "
-                f"hidden_size={self.hidden_size}, "
-                f"input_size={self.input_size}, direction={self.direction!r}, "
-                f"linear_before_reset={self.op.spec.linear_before_reset}, dtype={self.dtype.name})")
+        return (
+            f"OnnxGRU(node_name={self.node_name!r}, version={self.version}, layout={self.layout}, "
+            f"hidden_size={self.hidden_size}, "
+            f"input_size={self.input_size}, direction={self.direction!r}, "
+            f"linear_before_reset={self.op.spec.linear_before_reset}, dtype={self.dtype.name})"
+        )
 
 
 def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
@@ -208,15 +214,24 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     for name, value in (("W", W), ("R", R), ("B", B)):
         since = _DTYPE_SINCE.get(getattr(getattr(value, "dtype", None), "name", None))
         if since is not None and version < since:
-            raise FastGRUError(f"{where}: {name} is {value.dtype.name}, a type of GRU-{since} (opset {since}) and "
-                               f"later; the model imports opset {opset}, whose GRU is GRU-{version}")
+            raise FastGRUError(
+                f"{where}: {name} is {value.dtype.name}, a type of GRU-{since} (opset {since}) and "
+                f"later; the model imports opset {opset}, whose GRU is GRU-{version}"
+            )
     d = DIRECTIONS[attrs["direction"]]
     hidden = attrs["hidden_size"] if attrs["hidden_size"] is not None else (R.shape[-1] if R.ndim else 0)
     B = _fastgru_bias(B, W.dtype, d, hidden, attrs["linear_before_reset"], where)
     with about(where):
-        op = GRUSequence(W, R, B, hidden_size=attrs["hidden_size"], direction=attrs["direction"],
-                         activations=attrs["activations"], clip=attrs["clip"],
-                         linear_before_reset=attrs["linear_before_reset"])
+        op = GRUSequence(
+            W,
+            R,
+            B,
+            hidden_size=attrs["hidden_size"],
+            direction=attrs["direction"],
+            activations=attrs["activations"],
+            clip=attrs["clip"],
+            linear_before_reset=attrs["linear_before_reset"],
+        )
     return OnnxGRU(op, node_name=node.name, layout=attrs["layout"], opset=opset, version=version, **extras)
 
 
@@ -226,8 +241,9 @@ def _load(model_or_path):
 
         return onnx.load(os.fspath(model_or_path))
     if not hasattr(model_or_path, "graph"):
-        raise TypeError(f"from_onnx: got {type(model_or_path).__name__}; expected an onnx.ModelProto or the path "
-                        "of an .onnx file")
+        raise TypeError(
+            f"from_onnx: got {type(model_or_path).__name__}; expected an onnx.ModelProto or the path of an .onnx file"
+        )
     return model_or_path
 
 
@@ -239,19 +255,25 @@ def _gru_version(model):
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if not opsets:
         domains = ", ".join(repr(o.domain) for o in model.opset_import) or "none"
-        raise FastGRUError(f"from_onnx: the model imports no opset of the default domain '' (ai.onnx), which "
-                           f"defines GRU (its opset imports: {domains})")
+        raise FastGRUError(
+            f"from_onnx: the model imports no opset of the default domain '' (ai.onnx), which "
+            f"defines GRU (its opset imports: {domains})"
+        )
     opset = max(opsets)
     newest = defs.onnx_opset_version()
     if not 1 <= opset <= newest:
-        raise FastGRUError(f"from_onnx: the model imports opset {opset} of the default domain; the installed onnx "
-                           f"{_onnx_version()} knows opsets 1 to {newest}, so which GRU version that opset holds is "
-                           "unknown (upgrade onnx)")
+        raise FastGRUError(
+            f"from_onnx: the model imports opset {opset} of the default domain; the installed onnx "
+            f"{_onnx_version()} knows opsets 1 to {newest}, so which GRU version that opset holds is "
+            "unknown (upgrade onnx)"
+        )
     version = defs.get_schema("GRU", opset, "").since_version
     if version not in _VERSIONS:
         *older, newest_gru = _VERSIONS
-        raise FastGRUError(f"from_onnx: the model imports opset {opset}, whose GRU is GRU-{version}; fastgru reads "
-                           f"GRU-{', '.join(map(str, older))} and {newest_gru}")
+        raise FastGRUError(
+            f"from_onnx: the model imports opset {opset}, whose GRU is GRU-{version}; fastgru reads "
+            f"GRU-{', '.join(map(str, older))} and {newest_gru}"
+        )
     return opset, version
 
 
@@ -272,8 +294,10 @@ def _find_node(graph, node_name):
         raise FastGRUError(f"from_onnx: the graph has no GRU node (its nodes: {', '.join(kinds) or 'none'})")
     if node_name is None:
         if len(grus) > 1:
-            raise FastGRUError(f"from_onnx: the graph has {len(grus)} GRU nodes: "
-                               f"{'; '.join(map(label, grus))}; pass node_name= (a node or output name)")
+            raise FastGRUError(
+                f"from_onnx: the graph has {len(grus)} GRU nodes: "
+                f"{'; '.join(map(label, grus))}; pass node_name= (a node or output name)"
+            )
         return grus[0]
     for n in grus:
         if node_name == n.name or node_name in n.output:
@@ -314,11 +338,16 @@ def _constant(graph, constants, where, input_name, value_name):
         source = "a graph input"
     else:
         producers = [n for n in graph.node if value_name in n.output]
-        source = (f"the output of node {producers[0].name!r} ({producers[0].op_type})" if producers
-                  else "not defined in the graph")
-    raise FastGRUError(f"{where}: {input_name} is {value_name!r}, {source}; fastgru needs constant weights "
-                       "(initializers or Constant nodes). Fold the graph's constants first (e.g. onnxsim), or make "
-                       "it an initializer")
+        source = (
+            f"the output of node {producers[0].name!r} ({producers[0].op_type})"
+            if producers
+            else "not defined in the graph"
+        )
+    raise FastGRUError(
+        f"{where}: {input_name} is {value_name!r}, {source}; fastgru needs constant weights "
+        "(initializers or Constant nodes). Fold the graph's constants first (e.g. onnxsim), or make "
+        "it an initializer"
+    )
 
 
 def _attributes(node, where, opset, version):
@@ -327,14 +356,20 @@ def _attributes(node, where, opset, version):
     raw = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     for name in raw:
         if name not in _ATTRIBUTES:
-            raise NotImplementedError(f"{where}: attribute {name!r} is not one of ONNX GRU's "
-                                      f"({', '.join(sorted(_ATTRIBUTES))})")
+            raise NotImplementedError(
+                f"{where}: attribute {name!r} is not one of ONNX GRU's ({', '.join(sorted(_ATTRIBUTES))})"
+            )
         if name not in _VERSIONS[version]:
             versions = [v for v, names in _VERSIONS.items() if name in names]
-            has = (f"GRU-{versions[0]} and later" if versions[-1] == max(_VERSIONS)
-                   else " and ".join(f"GRU-{v}" for v in versions) + " only")
-            raise FastGRUError(f"{where}: attribute {name!r} does not exist in opset {opset}, whose GRU is "
-                               f"GRU-{version}; it is an attribute of {has}")
+            has = (
+                f"GRU-{versions[0]} and later"
+                if versions[-1] == max(_VERSIONS)
+                else " and ".join(f"GRU-{v}" for v in versions) + " only"
+            )
+            raise FastGRUError(
+                f"{where}: attribute {name!r} does not exist in opset {opset}, whose GRU is "
+                f"GRU-{version}; it is an attribute of {has}"
+            )
     text = {k: v.decode() if isinstance(v, bytes) else v for k, v in raw.items()}
     direction = text.get("direction", "forward")
     if direction not in DIRECTIONS:
@@ -347,11 +382,17 @@ def _attributes(node, where, opset, version):
         raise FastGRUError(f"{where}: linear_before_reset is {lbr!r}; expected 0 or 1")
     clip = text.get("clip")
     if clip is not None and not clip > 0:  # also NaN
-        raise FastGRUError(f"{where}: clip is {clip!r}; ONNX clips to [-clip, clip] and needs clip > 0 "
-                           "(leave it out for no clipping)")
-    return {"direction": direction, "layout": layout, "linear_before_reset": bool(lbr),
-            "clip": math.inf if clip is None else float(clip), "hidden_size": text.get("hidden_size"),
-            "activations": _activations(text.get("activations"), DIRECTIONS[direction], where)}
+        raise FastGRUError(
+            f"{where}: clip is {clip!r}; ONNX clips to [-clip, clip] and needs clip > 0 (leave it out for no clipping)"
+        )
+    return {
+        "direction": direction,
+        "layout": layout,
+        "linear_before_reset": bool(lbr),
+        "clip": math.inf if clip is None else float(clip),
+        "hidden_size": text.get("hidden_size"),
+        "activations": _activations(text.get("activations"), DIRECTIONS[direction], where),
+    }
 
 
 def _activations(names, d, where):
@@ -360,16 +401,21 @@ def _activations(names, d, where):
         return ("sigmoid", "tanh")
     names = [n.decode() if isinstance(n, bytes) else n for n in names]
     if len(names) != 2 * d:
-        raise FastGRUError(f"{where}: activations is {names!r}; expected {2 * d} names (f and g"
-                           f"{' for each direction' if d == 2 else ''})")
+        raise FastGRUError(
+            f"{where}: activations is {names!r}; expected {2 * d} names (f and g"
+            f"{' for each direction' if d == 2 else ''})"
+        )
     for i, name in enumerate(names):
         if name.lower() not in CODES:  # fastgru's names are ONNX's in lower case
-            raise NotImplementedError(f"{where}: activations[{i}] is {name!r}; fastgru implements Sigmoid, Tanh "
-                                      "and Relu")
-    pairs = {tuple(n.lower() for n in names[i:i + 2]) for i in range(0, len(names), 2)}
+            raise NotImplementedError(
+                f"{where}: activations[{i}] is {name!r}; fastgru implements Sigmoid, Tanh and Relu"
+            )
+    pairs = {tuple(n.lower() for n in names[i : i + 2]) for i in range(0, len(names), 2)}
     if len(pairs) > 1:
-        raise NotImplementedError(f"{where}: activations {names!r} give the two directions different functions; "
-                                  "fastgru runs both directions with one pair (f, g)")
+        raise NotImplementedError(
+            f"{where}: activations {names!r} give the two directions different functions; "
+            "fastgru runs both directions with one pair (f, g)"
+        )
     return pairs.pop()
 
 
@@ -379,6 +425,8 @@ def _fastgru_bias(B, dtype, d, hidden, lbr, where):
     if B is None:
         return np.zeros((d, gates * hidden), dtype=dtype)
     if B.shape != (d, 6 * hidden):
-        raise FastGRUError(f"{where}: B has shape {B.shape}; expected (num_directions={d}, 6*hidden_size="
-                           f"{6 * hidden}), [Wb | Rb] (hidden_size from the attribute or R.shape[-1])")
-    return fused_bias(B[:, :3 * hidden], B[:, 3 * hidden:], lbr)
+        raise FastGRUError(
+            f"{where}: B has shape {B.shape}; expected (num_directions={d}, 6*hidden_size="
+            f"{6 * hidden}), [Wb | Rb] (hidden_size from the attribute or R.shape[-1])"
+        )
+    return fused_bias(B[:, : 3 * hidden], B[:, 3 * hidden :], lbr)

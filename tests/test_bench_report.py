@@ -41,9 +41,13 @@ def test_the_ratio_is_against_the_fastest_peer_variant_in_both_tables(report, tm
     machine = {"cpu": "Test CPU", "isa": "AVX-512", "cpu_name": "znver4"}
     benches = []
     for round_, scale in enumerate([1.0, 1.1, 0.9]):  # the median of the rounds' medians
-        for mode, times in (("back-to-back", {"fastgru_prepared": 10e-6, "onnxruntime": 12e-6,
-                                              "onnxruntime_run": 16e-6, "openvino": 40e-6}),
-                            ("spaced", {"fastgru_prepared": 30e-6, "onnxruntime": 25e-6, "onnxruntime_run": 20e-6})):
+        for mode, times in (
+            (
+                "back-to-back",
+                {"fastgru_prepared": 10e-6, "onnxruntime": 12e-6, "onnxruntime_run": 16e-6, "openvino": 40e-6},
+            ),
+            ("spaced", {"fastgru_prepared": 30e-6, "onnxruntime": 25e-6, "onnxruntime_run": 20e-6}),
+        ):
             benches += [_bench("cell-b1", impl, t * scale, mode, round_, **machine) for impl, t in times.items()]
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"benchmarks": benches}))
@@ -61,8 +65,18 @@ def test_the_ratio_is_against_the_fastest_peer_variant_in_both_tables(report, tm
 
 def test_results_without_a_mode_are_back_to_back(report, tmp_path):
     path = tmp_path / "old.json"
-    path.write_text(json.dumps({"benchmarks": [{"extra_info": {"shape": "s", "impl": "fastgru_prepared", "flops": 1,
-                                                               "round": 0}, "stats": {"median": 1e-6}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "benchmarks": [
+                    {
+                        "extra_info": {"shape": "s", "impl": "fastgru_prepared", "flops": 1, "round": 0},
+                        "stats": {"median": 1e-6},
+                    }
+                ]
+            }
+        )
+    )
     modes, _, pause = report.load(path)
     assert list(modes) == ["back-to-back"] and pause is None
     assert "spaced calls" not in report.table(modes["back-to-back"], {})

@@ -29,8 +29,9 @@ def _call(case):
     fastgru.gru_sequence(X, H0, lengths, W, R, B)
 
 
-@pytest.mark.parametrize("case, error", [("W", fastgru.FastGRUError), ("X", TypeError),
-                                         ("sequence_lengths", fastgru.FastGRUError)])
+@pytest.mark.parametrize(
+    "case, error", [("W", fastgru.FastGRUError), ("X", TypeError), ("sequence_lengths", fastgru.FastGRUError)]
+)
 def test_the_example_messages_are_fastgrus(case, error):
     expected = [m.strip() for m in MESSAGES if re.match(rf"gru_sequence: {case}[ \[]", m.strip())]
     assert len(expected) == 1, MESSAGES
