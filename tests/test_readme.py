@@ -116,6 +116,7 @@ def test_ci_requires_the_optional_packages():
     assert set(required[0].split(",")) >= set(OPTIONAL) | {"ml_dtypes"}
     assert CI_RUN.index("export FASTGRU_REQUIRE=") < CI_RUN.index(TEST_COMMANDS[0])
     assert "torch==2.13.0" in CI_RUN and "exit 1" in CI_RUN
+    assert f"`FASTGRU_REQUIRE={required[0]}`" in " ".join(README.split())  # README says what CI requires
 
 
 def test_the_demo_of_the_first_command_runs(capsys):
