@@ -13,7 +13,7 @@ try:
     import ml_dtypes
 
     BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # bfloat16 is optional (SPEC.md §5)
+except ImportError:  # bfloat16 is optional (docs/semantics.md, "Types")
     BFLOAT16 = None
 
 
