@@ -5,6 +5,7 @@ from ._import_onnx import OnnxGRU, from_onnx
 from ._import_openvino import from_openvino
 from ._import_torch import TorchGRU, from_torch
 from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
+from ._pool import StatePool
 from ._threading import get_num_threads, set_num_threads, threads
 from ._validate import FastGRUError
 from ._warmup import warmup
@@ -17,6 +18,7 @@ __all__ = [
     "GRUCell",
     "GRUSequence",
     "OnnxGRU",
+    "StatePool",
     "Stream",
     "TorchGRU",
     "__version__",

@@ -393,3 +393,132 @@ def check_out(spec, out, shapes):
         if not (flags.c_contiguous and flags.writeable):
             raise FastGRUError(f"{spec.op}: out {name} must be a writeable C-contiguous array")
     return tuple(outs)
+
+
+# --------------------------------------------------------------------------------------------- pools
+# The checks of fastgru.StatePool (``_pool.py``). ``where`` names the op and the method, e.g.
+# "GRUCell pool.step". A failed check raises before any state changes.
+
+#: A stream id in the pool's bookkeeping (``StatePool._owner``): not open, or open and no step holds it.
+#: A step holding an id marks it with the id's place in its ``ids`` (0 or more).
+CLOSED, IDLE = -2, -1
+
+
+def check_pool_op(op, classes):
+    """A prepared op of ``classes`` whose streams can be stepped: forward only. Returns its Spec."""
+    if not isinstance(op, classes):
+        raise TypeError(f"StatePool: op is {type(op).__name__}; expected a prepared fastgru.GRUCell, GRUSequence "
+                        "or AUGRUSequence, e.g. fastgru.GRUCell(W, R, B)")
+    spec = op.spec
+    if spec.direction != "forward":
+        raise FastGRUError(f"StatePool: the {spec.op}'s direction is {spec.direction!r}; a pool runs forward "
+                           "streams only (a reverse pass starts at the last step): call the op on whole sequences")
+    return spec
+
+
+def check_capacity(capacity):
+    """A positive integer (bool refused); returns it as an int."""
+    if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, numbers.Integral) or capacity <= 0:
+        raise FastGRUError(f"StatePool: capacity is {capacity!r}; expected a positive integer, the most streams "
+                           "open at once")
+    return int(capacity)
+
+
+def check_room(where, n_free, capacity):
+    """A stream can be opened: fewer than ``capacity`` are open."""
+    if n_free == 0:
+        raise FastGRUError(f"{where}: all {capacity} streams are open (capacity={capacity}); close one first, or "
+                           "make the pool with a larger capacity")
+
+
+def check_stream_id(where, stream_id, capacity):
+    """One stream id: an integer (not bool) in [0, capacity); returns it as an int."""
+    if isinstance(stream_id, (bool, np.bool_)) or not isinstance(stream_id, numbers.Integral):
+        raise TypeError(f"{where}: id is {stream_id!r} ({type(stream_id).__name__}); expected an int, an id "
+                        "that pool.open() returned")
+    if not 0 <= stream_id < capacity:
+        raise FastGRUError(f"{where}: id {stream_id} is out of range; expected an id in [0, capacity={capacity})")
+    return int(stream_id)
+
+
+def check_stream_state(where, owner, stream_id):
+    """Stream ``stream_id`` is open and no step holds it (``owner`` its mark in the pool)."""
+    if owner == CLOSED:
+        raise FastGRUError(f"{where}: stream {stream_id} is not open; expected the id of an open stream "
+                           "(pool.open() returns one)")
+    if owner != IDLE:
+        raise FastGRUError(f"{where}: stream {stream_id} is being advanced by a step on another thread; "
+                           "wait for that step to return")
+
+
+def check_initial_state(where, state, shape, dtype):
+    """One stream's initial state: ``dtype`` (T1 of the op) and ``shape`` (a row of the op's Ho)."""
+    _check_t1(where, {"initial_state": state}, "the op's W", dtype)
+    if state.shape != shape:
+        raise FastGRUError(f"{where}: initial_state has shape {state.shape}; expected {shape}, one stream's state "
+                           f"(hidden_size={shape[-1]}), as a row of the op's initial_hidden_state")
+
+
+def check_ids(where, ids, capacity):
+    """``ids``: a 1-D array of integers (not bool) in [0, capacity). Whether they are open and
+    distinct is ``check_claim``'s, under the pool's lock."""
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{where}: ids is {ids.dtype.name}; expected an integer dtype (the ids pool.open() "
+                        "returned), e.g. np.int64")
+    if ids.ndim != 1:
+        raise FastGRUError(f"{where}: ids has shape {ids.shape}; expected a 1-D array of stream ids")
+    if ids.size == 0 or (ids.min() >= 0 and ids.max() < capacity):
+        return
+    k = int(np.argmax((ids < 0) | (ids >= capacity)))
+    raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}; expected an id in [0, capacity={capacity})")
+
+
+def check_claim(where, ids, before, after):
+    """The claim of a step on its ``ids`` (int64, in range): ``before`` the marks of the ids before
+    the claim, all IDLE when they are open and no step holds them; ``after`` their marks once each
+    id was marked with its place k, which is k for every k when the ids are distinct."""
+    n = ids.shape[0]
+    if (before == IDLE).all():
+        if (after == np.arange(n)).all():
+            return
+        k = int(np.argmax(after != np.arange(n)))  # ids[k] was marked again by a later place
+        raise FastGRUError(f"{where}: ids[{k}] and ids[{after[k]}] are both {ids[k]}; expected distinct ids "
+                           "(a stream advances once per step)")
+    k = int(np.argmax(before != IDLE))
+    if before[k] == CLOSED:
+        raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}, which is not open; expected ids of open streams "
+                           "(pool.open() returns one)")
+    raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}, which a step on another thread is advancing; steps "
+                       "that run at once must have disjoint ids")
+
+
+def check_step_arguments(where, op, lengths, A):
+    """A cell's step takes neither sequence_lengths nor A; AUGRUSequence's takes A, the others' no A."""
+    if op == "GRUCell" and (lengths is not None or A is not None):
+        raise TypeError(f"{where}: a cell takes no {'sequence_lengths' if lengths is not None else 'A'}; each "
+                        "listed stream advances one step: pool.step(ids, X)")
+    if (A is None) == (op == "AUGRUSequence"):
+        expected = "pool.step(ids, X, sequence_lengths, A)" if A is None else "no A: only AUGRUSequence takes A"
+        raise FastGRUError(f"{where}: A is {'missing' if A is None else 'given'}; expected {expected}")
+
+
+def check_batch(where, X, n):
+    """X has one row per id."""
+    if X.shape[0] != n:
+        raise FastGRUError(f"{where}: X has batch_size {X.shape[0]} (X.shape[0]); expected {n}, one row per id "
+                           "of ids")
+
+
+def check_out_array(where, out, shape, dtype):
+    """A preallocated result: an ndarray of ``shape`` and ``dtype`` (T1), C-contiguous and writeable."""
+    if type(out) is np.ndarray and out.shape == shape and out.dtype is dtype and out.flags.carray:
+        return out  # the common case, in plain comparisons
+    if not isinstance(out, np.ndarray):
+        raise FastGRUError(f"{where}: out is {type(out).__name__}; expected an ndarray of shape {shape}")
+    if out.shape != shape:
+        raise FastGRUError(f"{where}: out has shape {out.shape}; expected {shape}")
+    if out.dtype != dtype:  # dtype is native: a swapped byte order differs too
+        raise TypeError(f"{where}: out is {out.dtype.name}; expected {dtype.name}, the dtype of the inputs")
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        raise FastGRUError(f"{where}: out must be a writeable C-contiguous array")
+    return out
