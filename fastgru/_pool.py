@@ -20,6 +20,7 @@ from ._kernels.memory import aligned
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import (
     CLOSED,
+    HELD,
     IDLE,
     check_batch,
     check_capacity,
@@ -37,6 +38,10 @@ from ._validate import (
 )
 
 _I64 = np.dtype(np.int64)
+
+#: Steps of up to this many ids check and mark them on Python ints: a NumPy call costs about 1 µs,
+#: a list item some 50 ns.
+SMALL_STEP = 16
 
 
 class StatePool:
@@ -88,16 +93,20 @@ class StatePool:
         self.state_shape = result_shapes(spec, 0, 0)[-1][1:]
         #: Every stream's state, row i for id i, as the kernels read and write it: (capacity, 1, H).
         self._states = aligned(capacity * h, ct, zero=True).reshape(capacity, 1, h)
-        #: Per id: CLOSED, IDLE (open), or the place of the id in the ids of the step that holds it.
-        self._owner = np.full(capacity, CLOSED, dtype=_I64)
+        #: Per id, CLOSED, IDLE or HELD (by a running step): read and written under the lock, item by
+        #: item through the bytearray, many at once through its NumPy view.
+        self._marks = bytearray(capacity)
+        self._mark_view = np.frombuffer(self._marks, dtype=np.uint8)
         self._free = list(range(capacity))  # a heap: the lowest free id first
         self._lock = threading.Lock()
-        # Kept for the steps (they allocate nothing): places 0..capacity, the cell's lengths, and per
-        # step the ids' marks before and after its claim (under the lock, so one set serves all).
+        self._where = {name: f"{spec.op} pool.{name}" for name in ("open", "close", "reset", "state", "step")}
+        # Kept for the steps (they allocate nothing): places 0..capacity, the cell's lengths, and the
+        # scratch of a claim of many ids (under the lock, so one set serves every thread).
         self._places = np.arange(capacity, dtype=_I64)
         self._ones = np.ones(capacity, dtype=_I64)
-        self._before = np.empty(capacity, dtype=_I64)
-        self._after = np.empty(capacity, dtype=_I64)
+        self._seen = np.empty(capacity, dtype=_I64)
+        self._taken = np.empty(capacity, dtype=_I64)
+        self._byte = np.empty(capacity, dtype=np.uint8)
         self._match = np.empty(capacity, dtype=np.bool_)
 
     # ------------------------------------------------------------------------------------ streams
@@ -109,39 +118,39 @@ class StatePool:
         and OpenVINO's AUGRU layout) and the op's dtype; None: zeros. Raises FastGRUError when
         ``capacity`` streams are open.
         """
-        where = f"{self._spec.op} pool.open"
+        where = self._where["open"]
         state = self._checked_state(where, initial_state)
         with self._lock:
             check_room(where, len(self._free), self.capacity)
             stream_id = heapq.heappop(self._free)
             self._set(stream_id, state)
-            self._owner[stream_id] = IDLE
+            self._marks[stream_id] = IDLE
         return stream_id
 
     def close(self, stream_id: int) -> None:
         """End stream ``stream_id``; its id may be returned by a later ``open``."""
-        where = f"{self._spec.op} pool.close"
+        where = self._where["close"]
         stream_id = check_stream_id(where, stream_id, self.capacity)
         with self._lock:
-            check_stream_state(where, self._owner[stream_id], stream_id)
-            self._owner[stream_id] = CLOSED
+            check_stream_state(where, self._marks[stream_id], stream_id)
+            self._marks[stream_id] = CLOSED
             heapq.heappush(self._free, stream_id)
 
     def reset(self, stream_id: int, initial_state=None) -> None:
         """Set the state of open stream ``stream_id`` to ``initial_state`` (as ``open`` takes it; None: zeros)."""
-        where = f"{self._spec.op} pool.reset"
+        where = self._where["reset"]
         stream_id = check_stream_id(where, stream_id, self.capacity)
         state = self._checked_state(where, initial_state)
         with self._lock:
-            check_stream_state(where, self._owner[stream_id], stream_id)
+            check_stream_state(where, self._marks[stream_id], stream_id)
             self._set(stream_id, state)
 
     def state(self, stream_id: int) -> np.ndarray:
         """A copy of open stream ``stream_id``'s state, in T1, of ``state_shape``."""
-        where = f"{self._spec.op} pool.state"
+        where = self._where["state"]
         stream_id = check_stream_id(where, stream_id, self.capacity)
         with self._lock:
-            check_stream_state(where, self._owner[stream_id], stream_id)
+            check_stream_state(where, self._marks[stream_id], stream_id)
             return self._states[stream_id].astype(self._spec.dtype).reshape(self.state_shape)
 
     def __len__(self) -> int:
@@ -154,7 +163,7 @@ class StatePool:
             stream_id = check_stream_id("", stream_id, self.capacity)
         except (TypeError, ValueError):
             return False
-        return bool(self._owner[stream_id] != CLOSED)
+        return self._marks[stream_id] != CLOSED
 
     def __repr__(self):
         return f"StatePool({self.op!r}, capacity={self.capacity}, open={len(self)})"
@@ -194,15 +203,16 @@ class StatePool:
             wrong shape or length. TypeError for a wrong dtype. The states are then unchanged.
         """
         spec, packed = self._spec, self._packed
-        where = f"{spec.op} pool.step"
+        where = self._where["step"]
         ids = np.asarray(ids)
         X = np.asarray(X)
         if sequence_lengths is not None:
             sequence_lengths = np.asarray(sequence_lengths)
         if A is not None:
             A = np.asarray(A)
-        check_ids(where, ids, self.capacity)
-        n = ids.shape[0]
+        n = ids.shape[0] if ids.ndim else 0
+        values = ids.tolist() if n <= SMALL_STEP and ids.ndim == 1 and ids.dtype.kind in "iu" else None
+        check_ids(where, ids, self.capacity, values)
         s = self._check_inputs(where, n, X, sequence_lengths, A)
         shape = packed.result_shapes(n, s)[0]
         if out is not None:
@@ -211,12 +221,17 @@ class StatePool:
             buf = _scratch.kept("pool_ids", n, _I64)[:n]
             np.copyto(buf, ids, casting="unsafe")  # in range, so exact
             ids = buf
-        self._claim(where, ids)
+        self._claim(where, ids, values)
         try:
             return self._run(n, s, ids, X, sequence_lengths, A, out, shape)
         finally:
             with self._lock:
-                np.put(self._owner, ids, IDLE)
+                if values is None:
+                    np.put(self._mark_view, ids, IDLE)
+                else:
+                    marks = self._marks
+                    for i in values:
+                        marks[i] = IDLE
 
     def _check_inputs(self, where, n, X, lengths, A):
         """Check X, sequence_lengths and A of n streams; returns the steps."""
@@ -233,22 +248,30 @@ class StatePool:
         check_batch(where, X, n)
         return 1 if self._cell else X.shape[1]
 
-    def _claim(self, where, ids):
-        """Mark ``ids`` as held by this step, each with its place, after checking that they are open,
-        free and distinct (check_claim says which is not). Allocates nothing."""
-        n = ids.shape[0]
-        before, after, match, places = self._before[:n], self._after[:n], self._match[:n], self._places[:n]
+    def _claim(self, where, ids, values):
+        """Mark the step's ``ids`` (``values``: the same as a list, for a few) HELD, once they are
+        checked to be open, held by no other step, and distinct; ``check_claim`` says which is not.
+        Allocates nothing."""
+        marks = self._marks
         with self._lock:
-            np.take(self._owner, ids, out=before, mode="clip")  # ids are in range: clip never clips
-            np.equal(before, IDLE, out=match)
-            if match.all():
-                np.put(self._owner, ids, places)
-                np.take(self._owner, ids, out=after, mode="clip")
-                np.equal(after, places, out=match)
+            if values is not None:
+                check_claim(where, values, marks)
+                for i in values:
+                    marks[i] = HELD
+                return
+            n = ids.shape[0]
+            byte, match = self._byte[:n], self._match[:n]
+            np.take(self._mark_view, ids, out=byte, mode="clip")  # ids are in range: clip never clips
+            np.equal(byte, IDLE, out=match)
+            if match.all():  # open and free; distinct when each id's place, written at the id, reads back
+                places, seen, taken = self._places[:n], self._seen, self._taken[:n]
+                np.put(seen, ids, places)
+                np.take(seen, ids, out=taken, mode="clip")
+                np.equal(taken, places, out=match)
                 if match.all():
+                    np.put(self._mark_view, ids, HELD)
                     return
-                np.put(self._owner, ids, IDLE)
-            check_claim(where, ids, before.copy(), after.copy())
+            check_claim(where, ids.tolist(), marks)
 
     def _run(self, n, s, ids, X, lengths, A, out, shape):
         """The kernel call on checked inputs; returns the result in T1."""

@@ -399,9 +399,8 @@ def check_out(spec, out, shapes):
 # The checks of fastgru.StatePool (``_pool.py``). ``where`` names the op and the method, e.g.
 # "GRUCell pool.step". A failed check raises before any state changes.
 
-#: A stream id in the pool's bookkeeping (``StatePool._owner``): not open, or open and no step holds it.
-#: A step holding an id marks it with the id's place in its ``ids`` (0 or more).
-CLOSED, IDLE = -2, -1
+#: The mark of a stream id in a pool (``StatePool._marks``): not open, open, or open and held by a running step.
+CLOSED, IDLE, HELD = 0, 1, 2
 
 
 def check_pool_op(op, classes):
@@ -441,12 +440,12 @@ def check_stream_id(where, stream_id, capacity):
     return int(stream_id)
 
 
-def check_stream_state(where, owner, stream_id):
-    """Stream ``stream_id`` is open and no step holds it (``owner`` its mark in the pool)."""
-    if owner == CLOSED:
+def check_stream_state(where, mark, stream_id):
+    """Stream ``stream_id`` is open and no step holds it (``mark`` its mark in the pool)."""
+    if mark == CLOSED:
         raise FastGRUError(f"{where}: stream {stream_id} is not open; expected the id of an open stream "
                            "(pool.open() returns one)")
-    if owner != IDLE:
+    if mark == HELD:
         raise FastGRUError(f"{where}: stream {stream_id} is being advanced by a step on another thread; "
                            "wait for that step to return")
 
@@ -459,37 +458,42 @@ def check_initial_state(where, state, shape, dtype):
                            f"(hidden_size={shape[-1]}), as a row of the op's initial_hidden_state")
 
 
-def check_ids(where, ids, capacity):
-    """``ids``: a 1-D array of integers (not bool) in [0, capacity). Whether they are open and
-    distinct is ``check_claim``'s, under the pool's lock."""
+def check_ids(where, ids, capacity, values=None):
+    """``ids``: a 1-D array of integers (not bool) in [0, capacity); ``values`` the same as a list,
+    when the caller has it (faster than two NumPy reductions for a few ids). Whether they are open
+    and distinct is ``check_claim``'s, under the pool's lock."""
     if ids.dtype.kind not in "iu":
         raise TypeError(f"{where}: ids is {ids.dtype.name}; expected an integer dtype (the ids pool.open() "
                         "returned), e.g. np.int64")
     if ids.ndim != 1:
         raise FastGRUError(f"{where}: ids has shape {ids.shape}; expected a 1-D array of stream ids")
-    if ids.size == 0 or (ids.min() >= 0 and ids.max() < capacity):
+    if ids.size == 0:
+        return
+    if values is not None:
+        if min(values) >= 0 and max(values) < capacity:
+            return
+    elif ids.min() >= 0 and ids.max() < capacity:
         return
     k = int(np.argmax((ids < 0) | (ids >= capacity)))
     raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}; expected an id in [0, capacity={capacity})")
 
 
-def check_claim(where, ids, before, after):
-    """The claim of a step on its ``ids`` (int64, in range): ``before`` the marks of the ids before
-    the claim, all IDLE when they are open and no step holds them; ``after`` their marks once each
-    id was marked with its place k, which is k for every k when the ids are distinct."""
-    n = ids.shape[0]
-    if (before == IDLE).all():
-        if (after == np.arange(n)).all():
-            return
-        k = int(np.argmax(after != np.arange(n)))  # ids[k] was marked again by a later place
-        raise FastGRUError(f"{where}: ids[{k}] and ids[{after[k]}] are both {ids[k]}; expected distinct ids "
-                           "(a stream advances once per step)")
-    k = int(np.argmax(before != IDLE))
-    if before[k] == CLOSED:
-        raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}, which is not open; expected ids of open streams "
-                           "(pool.open() returns one)")
-    raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}, which a step on another thread is advancing; steps "
-                       "that run at once must have disjoint ids")
+def check_claim(where, values, marks):
+    """The ids ``values`` (a list, in range) of a step are open, held by no running step, and
+    distinct; ``marks`` the pool's marks by id. Called under the pool's lock."""
+    first = {}
+    for k, i in enumerate(values):
+        mark = marks[i]
+        if mark == CLOSED:
+            raise FastGRUError(f"{where}: ids[{k}] is {i}, which is not open; expected ids of open streams "
+                               "(pool.open() returns one)")
+        if mark == HELD:
+            raise FastGRUError(f"{where}: ids[{k}] is {i}, which a step on another thread is advancing; steps "
+                               "that run at once must have disjoint ids")
+        if i in first:
+            raise FastGRUError(f"{where}: ids[{first[i]}] and ids[{k}] are both {i}; expected distinct ids "
+                               "(a stream advances once per step)")
+        first[i] = k
 
 
 def check_step_arguments(where, op, lengths, A):

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import fastgru
 from fastgru import FastGRUError, _partner
+from fastgru._pool import SMALL_STEP
+from fastgru._validate import HELD, IDLE
 
 I, H = 4, 9  # input_size, hidden_size of the small ops
 KINDS = ["cell-lbr0", "cell-lbr1", "gru-lbr0", "gru-lbr1", "augru2d", "augru3d"]
@@ -428,12 +430,38 @@ BAD_OUTS = [
 @pytest.mark.parametrize("which, error, message, args", BAD_STEPS, ids=[m[:60] for _, _, m, _ in BAD_STEPS])
 def test_a_failed_step_names_the_input_and_changes_no_state(which, error, message, args):
     pool = _pools_for_errors()[which]
-    states, owners = pool._states.copy(), pool._owner.copy()
+    states, marks = pool._states.copy(), bytes(pool._marks)
     with pytest.raises(error, match=message):
         pool.step(*args)
     np.testing.assert_array_equal(pool._states, states)
-    np.testing.assert_array_equal(pool._owner, owners)  # no id left held
+    assert bytes(pool._marks) == marks  # no id left held
     pool.step(*VALID_STEPS[which])
+
+
+@pytest.mark.parametrize("n", [3, SMALL_STEP, SMALL_STEP + 1, 40], ids=lambda n: f"{n}ids")
+def test_claims_of_few_and_many_ids(n):
+    """A step of up to SMALL_STEP ids checks them on Python ints, a larger one with NumPy: the same
+    errors, and no id left held."""
+    rng = np.random.default_rng(15)
+    pool = fastgru.StatePool(make_op("cell-lbr1", np.float32, rng), 64)
+    for _ in range(50):
+        pool.open()
+    pool.close(45)
+    ids = rng.permutation(45)[:n]
+    x = np.ones((n, I), np.float32)
+    marks = bytes(pool._marks)
+    cases = [(45, r"ids\[{k}\] is 45, which is not open"), (int(ids[0]), r"ids\[0\] and ids\[{k}\] are both {i}")]
+    for value, message in cases:
+        bad = ids.copy()
+        k = n - 1
+        bad[k] = value
+        with pytest.raises(FastGRUError, match="GRUCell pool.step: " + message.format(k=k, i=value)):
+            pool.step(bad, x)
+        assert bytes(pool._marks) == marks
+    with pytest.raises(FastGRUError, match=rf"GRUCell pool.step: ids\[{n - 1}\] is 64; expected an id in \[0, "):
+        pool.step(np.append(ids[:-1], 64), x)
+    pool.step(ids, x)
+    assert bytes(pool._marks) == marks
 
 
 @pytest.mark.parametrize("out, error, message", BAD_OUTS, ids=["shape", "dtype", "layout", "list"])
@@ -525,18 +553,20 @@ def _numpy_data_allocations(run):
     return seen, peak
 
 
-@pytest.mark.parametrize("kind, dtype, ids_dtype", [
-    ("cell-lbr0", np.float32, np.int64), ("cell-lbr1", np.float16, np.int32), ("gru-lbr0", np.float32, np.int32),
-    ("augru3d", np.float64, np.uint16), ("gru-lbr1", "bfloat16", np.int64)])
-def test_a_step_with_out_allocates_nothing(kind, dtype, ids_dtype):
+@pytest.mark.parametrize("kind, dtype, ids_dtype, n", [
+    ("cell-lbr0", np.float32, np.int64, 1024), ("cell-lbr0", np.float32, np.int64, 8),
+    ("cell-lbr1", np.float16, np.int32, 1024), ("gru-lbr0", np.float32, np.int32, 1024),
+    ("augru3d", np.float64, np.uint16, 1024), ("gru-lbr1", "bfloat16", np.int64, 1024)])
+def test_a_step_with_out_allocates_nothing(kind, dtype, ids_dtype, n):
     """1024 streams, so that any buffer of the ids, lengths or results (8 KiB and more) would stand
-    out of the peak (about 2 KiB of Python objects: views, integers)."""
+    out of the peak (about 2 KiB of Python objects: views, integers); and a step of a few ids,
+    which checks them as a list."""
     if dtype == "bfloat16":
         if BFLOAT16 is None:
             pytest.skip("ml_dtypes is not installed")
         dtype = BFLOAT16
     rng = np.random.default_rng(11)
-    n, s = 1024, 1 if kind.startswith("cell") else 3
+    s = 1 if kind.startswith("cell") else 3
     op = make_op(kind, dtype, rng, h=4)
     pool = fastgru.StatePool(op, n)
     for _ in range(n):
@@ -589,7 +619,7 @@ def test_disjoint_steps_from_several_threads_at_once():
         for a, b in zip(g, w):
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(pools[1]._states, pools[0]._states)
-    assert (pools[1]._owner == -1).all()
+    assert set(pools[1]._marks) == {IDLE}
 
 
 def test_ids_held_by_a_running_step_are_refused(monkeypatch):
@@ -624,11 +654,11 @@ def test_ids_held_by_a_running_step_are_refused(monkeypatch):
                                                    r"another thread; wait for that step to return"):
                 getattr(pool, method)(3)
         pool.step([2, 0], x)  # disjoint ids run meanwhile
-        assert list(pool._owner) == [-1, 1, -1, 0]
+        assert list(pool._marks) == [IDLE, HELD, IDLE, HELD]
     finally:
         release.set()
         thread.join(60)
-    assert list(pool._owner) == [-1] * 4
+    assert list(pool._marks) == [IDLE] * 4
     pool.close(3)
 
 
@@ -648,4 +678,4 @@ def test_open_and_close_from_several_threads():
     with ThreadPoolExecutor(max_workers=8) as executor:
         kept = [i for mine in executor.map(churn, range(8)) for i in mine]
     assert len(set(kept)) == len(kept) == len(pool)
-    assert sorted(int(i) for i in np.flatnonzero(pool._owner == -1)) == sorted(kept)
+    assert [i for i, mark in enumerate(pool._marks) if mark == IDLE] == sorted(kept)
