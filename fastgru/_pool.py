@@ -260,6 +260,8 @@ class StatePool:
                     marks[i] = HELD
                 return
             n = ids.shape[0]
+            if n > self.capacity:  # more ids than streams: some repeat
+                check_claim(where, ids.tolist(), marks)
             byte, match = self._byte[:n], self._match[:n]
             np.take(self._mark_view, ids, out=byte, mode="clip")  # ids are in range: clip never clips
             np.equal(byte, IDLE, out=match)

@@ -464,6 +464,15 @@ def test_claims_of_few_and_many_ids(n):
     assert bytes(pool._marks) == marks
 
 
+def test_more_ids_than_the_capacity_repeat_one():
+    pool = fastgru.StatePool(make_op("cell-lbr0", np.float32, np.random.default_rng(16)), 4)
+    for _ in range(4):
+        pool.open()
+    with pytest.raises(FastGRUError, match=r"GRUCell pool.step: ids\[0\] and ids\[4\] are both 0; expected distinct"):
+        pool.step(np.arange(20) % 4, np.ones((20, I), np.float32))
+    assert set(pool._marks) == {IDLE}
+
+
 @pytest.mark.parametrize("out, error, message", BAD_OUTS, ids=["shape", "dtype", "layout", "list"])
 def test_a_bad_out_changes_no_state(out, error, message):
     pool = _pools_for_errors()["cell"]
