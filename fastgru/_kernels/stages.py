@@ -87,12 +87,14 @@ def candidate_lbr(c, co, xg, xo, n_hidden, u0, u1):
 def update_state(c, co, hc, ho, att_score, has_att, state, before, after, y, yo, u0, u1):
     """H' = (1 - z) ⊙ h + z ⊙ H for units [u0, u1), as the specification writes it (h + z ⊙ (H - h)
     would turn an infinite h into NaN): z from a row of C at co, h at ho in ``hc``, H at ``before``
-    in ``state``; H' to ``after`` in ``state`` and to y at yo. AUGRU scales z by 1 - a first."""
+    in ``state``; H' to ``after`` in ``state`` and to y at yo. AUGRU scales z by 1 - a first, as the
+    specification writes it."""
     one = state.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
+    scale = one - att_score
     for j in range(u0, u1):
         z = load(c, co + j)
         if has_att:
-            z = z - att_score * z
+            z = scale * z
         v = (one - z) * load(hc, ho + j) + z * load(state, before + j)
         store(state, after + j, v)
         store(y, yo + j, v)
