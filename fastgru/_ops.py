@@ -180,7 +180,7 @@ class Stream:
 
     Between chunks the state stays in the compute dtype (float32 for float16 and bfloat16), as it
     does between the steps of one call, and a row whose length has run out keeps its state:
-    passing each chunk's Ho to the next call of the op instead would zero it (SPEC.md §4: Ho is
+    passing each chunk's Ho to the next call of the op instead would zero it (docs/semantics.md, "Sequences": Ho is
     zero for a row with no step) and round it to T1 at every chunk.
     """
 
@@ -197,7 +197,7 @@ class Stream:
         self._op, self._packed = op, packed
         self._state = np.array(h0, dtype=packed.compute_dtype).reshape(n, 1, spec.hidden_size)
         self._remaining = lengths.astype(np.int64)
-        self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (SPEC.md §4)
+        self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (docs/semantics.md, "Sequences")
         self.steps = 0
 
     @property

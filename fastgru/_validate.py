@@ -1,4 +1,4 @@
-"""Every check of the public layer: attributes, dtypes, shapes and values (SPEC.md §2-§6).
+"""Every check of the public layer: attributes, dtypes, shapes and values (docs/semantics.md).
 
 Each check is a small function that raises with a message naming the op, the input or attribute
 by its specification name, what was expected and what came. The ``validate_*`` functions return a
@@ -39,7 +39,7 @@ DEFAULT = Attributes()
 
 @dataclass(frozen=True)
 class Spec:
-    """What an op computes, whatever the batch: attributes, sizes (SPEC.md §2), T1 and layout."""
+    """What an op computes, whatever the batch: attributes, sizes (docs/semantics.md, "Inputs and their shapes"), T1 and layout."""
 
     op: str
     input_size: int
@@ -145,7 +145,7 @@ def _is_t1(dtype):
 
 
 def _check_t1(op, arrays, first_name=None, first=None):
-    """All T1 inputs share one floating dtype (SPEC.md §5); returns it in native byte order.
+    """All T1 inputs share one floating dtype (docs/semantics.md, "Types"); returns it in native byte order.
 
     ``first_name``/``first``: the dtype the inputs must match, when it is known already (the
     weights of a prepared op).
@@ -180,7 +180,7 @@ def _check_t2(op, sequence_lengths):
 
 # -------------------------------------------------------------------------------------------- shapes
 
-# The shape of every input per layout, in the specification's symbols (SPEC.md §2). "G" is 3, or 4
+# The shape of every input per layout, in the specification's symbols (docs/semantics.md, "Inputs and their shapes"). "G" is 3, or 4
 # for B when linear_before_reset; "1" is a literal 1.
 LAYOUTS = {
     "cell": {
@@ -273,7 +273,7 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
 
 
 def check_lengths(op, sequence_lengths, seq_length, first_row=0):
-    """0 <= sequence_lengths <= seq_length (SPEC.md §4); only 0 <= sequence_lengths when
+    """0 <= sequence_lengths <= seq_length (docs/semantics.md, "Sequences"); only 0 <= sequence_lengths when
     seq_length is None (a stream's lengths, whose chunks are yet to come). The message numbers the
     rows from ``first_row`` (a chunk's place in the whole batch)."""
     limit = np.iinfo(np.int64).max if seq_length is None else seq_length
@@ -392,7 +392,7 @@ def validate_call(spec, arrays):
 
 
 def augru_layout(op, name, array):
-    """The AUGRU layout picked by the rank of ``array`` (SPEC.md §2): initial_hidden_state for the
+    """The AUGRU layout picked by the rank of ``array`` (docs/semantics.md, "Inputs and their shapes"): initial_hidden_state for the
     function, W for a prepared op (its state must then follow)."""
     if array.ndim == 2:
         return "augru2d"

@@ -46,7 +46,7 @@ def test_gru_stream_equals_one_call(monkeypatch, dtype, lbr, shared):
     assert stream.steps == S
     np.testing.assert_array_equal(np.concatenate(ys, axis=2), Y)
     np.testing.assert_array_equal(stream.Ho, Ho)
-    assert stream.Ho.dtype == Ho.dtype and not np.any(stream.Ho[1])  # length 0: zero (SPEC.md §4)
+    assert stream.Ho.dtype == Ho.dtype and not np.any(stream.Ho[1])  # length 0: zero (docs/semantics.md, "Sequences")
 
 
 @pytest.mark.parametrize("layout", ["augru2d", "sequence"])
