@@ -5,12 +5,15 @@ domain of their own, which is what these tests count."""
 
 import tracemalloc
 
+import numba
 import numpy as np
 import pytest
 from conftest import DTYPES, reach
 
 import fastgru
 from fastgru import _partner
+
+pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="the kernels in pure Python make temporaries")
 
 
 def _numpy_allocations(call, repeat=5):
