@@ -3,9 +3,11 @@
 import numpy as np
 
 from ._dispatch import Packed
+from ._docs import shared_docs
 from ._validate import DEFAULT, Attributes, augru_layout, validate
 
 
+@shared_docs
 def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=DEFAULT.hidden_size,
              activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
              activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
@@ -26,14 +28,7 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=DEFAULT.hidde
         Summed biases [Bz, Br, Bh]; with linear_before_reset, [Bz, Br, Wbh, Rbh]. Zero when omitted.
     hidden_size : int, optional
         Taken from R when omitted; when given it must agree with R.
-    activations : pair of str
-        f for the z and r gates, g for the h gate, from 'relu', 'sigmoid', 'tanh'.
-    activations_alpha, activations_beta : list of float
-        Accepted for compatibility; these three activations take no parameters.
-    clip : float
-        Clamp gate pre-activations to [-clip, clip]; ``math.inf`` or 0 means no clipping.
-    linear_before_reset : bool
-        Apply the reset gate after the recurrent product of the h gate (ONNX's variant).
+    {GATE_ATTRIBUTES}
 
     Returns
     -------
@@ -64,6 +59,7 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=DEFAULT.hidde
     return _run(spec, arrays)[0]
 
 
+@shared_docs
 def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=DEFAULT.hidden_size,
                  direction=DEFAULT.direction, activations=DEFAULT.activations,
                  activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
@@ -89,14 +85,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     direction : {'forward', 'reverse', 'bidirectional'}
         'reverse' runs each row's valid prefix backwards; 'bidirectional' stacks forward (index 0)
         and reverse (index 1); num_directions is 2 for it, else 1.
-    activations : pair of str
-        f for the z and r gates, g for the h gate, from 'relu', 'sigmoid', 'tanh'.
-    activations_alpha, activations_beta : list of float
-        Accepted for compatibility; these three activations take no parameters.
-    clip : float
-        Clamp gate pre-activations to [-clip, clip]; ``math.inf`` or 0 means no clipping.
-    linear_before_reset : bool
-        Apply the reset gate after the recurrent product of the h gate (ONNX's variant).
+    {GATE_ATTRIBUTES}
 
     Returns
     -------
@@ -105,12 +94,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     Ho : ndarray of shape (batch_size, num_directions, hidden_size)
         The state after each row's last valid step; zero for a row of length 0.
 
-    Raises
-    ------
-    FastGRUError
-        (a ValueError) for a wrong shape, rank, dimension, attribute value or sequence length.
-    TypeError
-        For a dtype that is not T1 (or T2 for sequence_lengths), or T1 inputs of different dtypes.
+    {SEQUENCE_RAISES}
 
     Examples
     --------
@@ -135,6 +119,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     return _run(spec, arrays)
 
 
+@shared_docs
 def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=DEFAULT.hidden_size):
     """Run OpenVINO AUGRUSequence-10: a forward GRU whose update gate is scaled by attention.
 

@@ -52,6 +52,7 @@ from dask.system import CPU_COUNT
 
 from . import _ops
 from ._dispatch import result_shapes
+from ._docs import shared_docs
 from ._threading import BUDGET, threads
 from ._validate import DEFAULT, Attributes, FastGRUError, augru_layout, check_lengths, validate, validate_call
 
@@ -66,6 +67,7 @@ __all__ = ["AUGRUSequence", "CACHE_SIZE", "GRUSequence", "MAX_CHUNK_BYTES", "aug
            "threads_per_task"]
 
 
+@shared_docs
 def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=DEFAULT.hidden_size,
                  direction=DEFAULT.direction, activations=DEFAULT.activations,
                  activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
@@ -95,19 +97,13 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     Ho : dask.array of shape (batch_size, num_directions, hidden_size)
         Chunked likewise.
 
-    Raises
-    ------
-    FastGRUError
-        When the graph is built, for a wrong shape, rank, attribute or a too-large batch chunk; on
-        compute, for a sequence length outside [0, seq_length].
-    TypeError
-        When the graph is built, for a wrong dtype, or weights given as dask arrays.
+    {DASK_RAISES}
 
     Examples
     --------
     >>> import numpy as np, dask.array as da, fastgru, fastgru.dask
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.standard_normal((6, 5, 3), dtype=np.float32)
+    >>> X = rng.standard_normal((6, 5, 3)).astype(np.float32)
     >>> H0 = np.zeros((6, 1, 4), dtype=np.float32)
     >>> W = rng.standard_normal((1, 12, 3), dtype=np.float32)
     >>> R = rng.standard_normal((1, 12, 4), dtype=np.float32)
@@ -130,6 +126,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     return _lazy(spec, node, inputs, max_chunk_bytes)
 
 
+@shared_docs
 def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=DEFAULT.hidden_size,
                    max_chunk_bytes=MAX_CHUNK_BYTES):
     """Run OpenVINO AUGRUSequence-10 on batch-chunked dask arrays: :func:`fastgru.augru_sequence`, lazily.
@@ -158,15 +155,9 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     Y : dask.array of shape (batch_size, seq_length, hidden_size) or (batch_size, 1, seq_length, hidden_size)
         Chunked as X along the batch axis, whole along the others; dtype T1.
     Ho : dask.array of shape (batch_size, hidden_size) or (batch_size, 1, hidden_size)
-        Chunked likewise.
+        Chunked as Y along the batch axis.
 
-    Raises
-    ------
-    FastGRUError
-        When the graph is built, for a wrong shape, rank or a too-large batch chunk; on compute,
-        for a sequence length outside [0, seq_length].
-    TypeError
-        When the graph is built, for a wrong dtype, or weights given as dask arrays.
+    {DASK_RAISES}
 
     Examples
     --------

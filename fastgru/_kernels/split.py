@@ -24,7 +24,7 @@ from numba import prange
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, PATIENCE_SPINS
-from .atomics import atomic_add, atomic_claim, atomic_load, spin_pause
+from .atomics import atomic_add, atomic_load, atomic_swap, spin_pause
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
 from .products import product, project
@@ -142,7 +142,7 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
                 spins = 0
                 while atomic_load(iwork, io.claims + 2 * m + other) == 0 and spins < PATIENCE_SPINS:
                     spins += 1
-            if atomic_claim(iwork, io.claims + 2 * m + half):
+            if atomic_swap(iwork, io.claims + 2 * m + half, 0, 1):  # claimed by this worker
                 if m == 0:
                     _project_half(X, c, weights, work, iwork, o, io, half, length)
                 else:
