@@ -53,8 +53,10 @@ def main():
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    print(f"{statistics.median(times) * 1e6:.1f} µs median of {len(times)} calls, {args.shape}, "
-          f"fastgru at {Path(fastgru.__file__).parent.parent}, {numba.threading_layer()}")
+    print(
+        f"{statistics.median(times) * 1e6:.1f} µs median of {len(times)} calls, {args.shape}, "
+        f"fastgru at {Path(fastgru.__file__).parent.parent}, {numba.threading_layer()}"
+    )
 
 
 if __name__ == "__main__":
