@@ -24,6 +24,7 @@ import pytest
 from conftest import show_lines
 
 import fastgru
+from fastgru import _config
 from fastgru._kernels import activations
 from fastgru._kernels.activations import SIGMOID, TANH, activate
 
@@ -40,7 +41,8 @@ FUNCTIONS = ("sigmoid", "tanh")
 #: one more for the inputs whose correctly rounded result is subnormal or zero.
 TINY_RESULTS = 256
 
-_jit = numba.njit(nogil=True, cache=True)
+#: The checker's compilation: as the kernels' (no GIL, cached where fastgru caches), without fast-math.
+_jit = _config.kernel(exact=True)
 needs_jit = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="2**32 inputs take hours without the JIT")
 
 
