@@ -74,7 +74,7 @@ _P2 = np.float32(0.0416672)
 _P3 = np.float32(0.0083665475)
 _P4 = np.float32(0.0013882517)
 # 2**n from n's bits in t (see _SHIFTER): shifted into the exponent field, plus a biased exponent.
-# sigmoid takes 2**(n + 64), a normal float32 for every n here (n >= -151).
+# sigmoid takes 2**(n + 64), a normal float32 for every n here (n >= -150).
 _POW2_BITS = 127 << 23
 _POW2_64_BITS = (127 + 64) << 23
 
