@@ -87,8 +87,11 @@ def cache_root():
     return None
 
 
-def kernel(*, exact=False, parallel=False):
-    """``numba.njit`` with the options above, cached in ``cache_root()`` when there is one.
+def kernel(*, exact=False, parallel=False, inline=False):
+    """``numba.njit`` with the options above, cached in ``cache_root()`` when there is one;
+    ``inline``: inlined into its callers by Numba, so that LLVM sees one function (the stages:
+    their loops then share the caller's single scratch array and vectorise without checks of
+    overlap between arguments).
 
     ``numba.config.CACHE_DIR`` is set to that folder for the decoration only, so that other Numba
     users in the process keep theirs. Concurrent processes may share a folder: Numba writes each
@@ -96,6 +99,8 @@ def kernel(*, exact=False, parallel=False):
     new one, never a torn one.
     """
     options = {**(JIT_EXACT if exact else JIT_OPTIONS), "parallel": parallel}
+    if inline:
+        options["inline"] = "always"
 
     def decorate(func):
         root = cache_root()

@@ -26,7 +26,7 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     folder (a fraction of a second, see ``python -m fastgru info``); README, "Serving", has the
     figures (every path of float32 and float64: 96 s to compile, 0.9 s from the cache). A server
     calls this once at start-up so that no request pays for it. float16 and bfloat16 run the
-    float32 kernels (SPEC.md §5).
+    float32 kernels (docs/semantics.md, "Types").
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Inputs the caller owns: any memory layout gives the same answer, and nothing is modified.
 
-SPEC.md §6: non-contiguous, Fortran-ordered, big-endian and read-only arrays are valid inputs and
+docs/semantics.md, "Inputs, outputs and memory": non-contiguous, Fortran-ordered, big-endian and read-only arrays are valid inputs and
 give the same answer as their contiguous copies; no input array is ever modified; calls from
 several Python threads at once give the same answers as serial calls.
 """

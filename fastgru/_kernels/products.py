@@ -6,7 +6,9 @@ element of C receives c = fma(a[k], w[k], c) for k = 0, 1, ... whatever the tile
 number of rows and the thread that runs them never change a result's bits.
 """
 
-from .._config import kernel
+from numba.extending import overload
+
+from .._config import JIT_OPTIONS, kernel
 from .._isa import GEOMETRY
 from .memory import load, store
 from .microkernel import tile_fma
@@ -23,39 +25,37 @@ def tile_rows(n):
     return ROWS_0 if n >= ROWS_0 else (ROWS_1 if n >= ROWS_1 else ROWS_2)
 
 
+def _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, rows, group):
+    """C[:rows, (q - p0)*NR ...] += Aᵀ · panel q for the panels q = p, p + 1, ... in tiles of ``group``
+    panels while a whole group fits before p1; returns the first panel left."""
+    while p + group <= p1:
+        tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, rows, group,
+                 PANEL_VECTORS)
+        p += group
+    return p
+
+
+@overload(_panels_in_tiles, prefer_literal=True, jit_options=JIT_OPTIONS)
+def _panels_in_tiles_literal(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, rows, group):
+    # Compiled once per (rows, group) pair, which stay literals: tile_fma unrolls its tile by them.
+    return _panels_in_tiles
+
+
 @kernel()
 def product(c, c0, ldc, a, a0, rows, panels, base, p0, p1, k_len, nr):
     """C[:rows, (p - p0)*NR ...] += Aᵀ · panel p for panels p0..p1 from ``base`` in ``panels``; C's row
-    r at c0 + r*ldc in ``c``, the tile A (k_len, rows) at a0 in ``a``; ``rows`` one of tile_rows'."""
+    r at c0 + r*ldc in ``c``, the tile A (k_len, rows) at a0 in ``a``; ``rows`` one of tile_rows'.
+    The geometry's tile of ``rows`` rows takes its number of panels at a time, then one."""
     stride = k_len * nr
-    p = p0
     if rows == ROWS_0:
-        while p + PANELS_0 <= p1:
-            tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, ROWS_0, PANELS_0,
-                     PANEL_VECTORS)
-            p += PANELS_0
-        while p < p1:
-            tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, ROWS_0, 1,
-                     PANEL_VECTORS)
-            p += 1
+        p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_0, PANELS_0)
+        _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_0, 1)
     elif rows == ROWS_1:
-        while p + PANELS_1 <= p1:
-            tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, ROWS_1, PANELS_1,
-                     PANEL_VECTORS)
-            p += PANELS_1
-        while p < p1:
-            tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, ROWS_1, 1,
-                     PANEL_VECTORS)
-            p += 1
+        p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_1, PANELS_1)
+        _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_1, 1)
     else:
-        while p + PANELS_2 <= p1:
-            tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, ROWS_2, PANELS_2,
-                     PANEL_VECTORS)
-            p += PANELS_2
-        while p < p1:
-            tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, ROWS_2, 1,
-                     PANEL_VECTORS)
-            p += 1
+        p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_2, PANELS_2)
+        _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_2, 1)
 
 
 @kernel()

@@ -46,7 +46,7 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
         store(iwork, counts + lengths[b], place + 1)
 
 
-@kernel()
+@kernel(exact=True)  # the stages are inlined here: their sums must not contract
 def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, lo, hi, work, iwork):
     """Every step of direction d for batch rows lo..hi; clip_at of the compute dtype; ``work`` and
     ``iwork`` the task's scratch (``layout.rows_scratch``)."""
@@ -98,8 +98,8 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w, o.a,
                         0, p.n, nr)
             for i in range(n):
-                begin_gates(w, o.c + i * ldc, w, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc), weights,
-                            rbh_at, lbr, n_hidden, 0, ldc)
+                begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc), weights, rbh_at,
+                            lbr, n_hidden, 0, ldc)
                 store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
             pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
             product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
@@ -107,10 +107,10 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc)
                 activate_gates(w, co, co + 2 * n_hidden, clip_at, c.f_code)
                 if lbr:
-                    candidate_lbr(w, co, w, xo, n_hidden, 0, n_hidden)
+                    candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
                 else:
-                    reset_state(w, o.m + i * n_hidden, w, co, w, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
-                    begin_candidate(w, o.c2 + i * ld2, w, xo, n_hidden, first, first, p.n * nr)
+                    reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
+                    begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
                     store(iwork, io.offsets + i, o.m + i * n_hidden)
             if not lbr:
                 pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
@@ -122,14 +122,13 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
                 so = o.state + (g0 + i) * n_hidden
                 score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
-                update_state(w, co, w, hg, score, has_att, w, so, so, y, b * c.y_row + d * c.y_dir + t * c.y_step, 0,
-                             n_hidden)
+                update_state(w, co, hg, so, so, score, has_att, y, b * c.y_row + d * c.y_dir + t * c.y_step, 0, n_hidden)
 
     for i in range(n_rows):
         b = load(iwork, io.order + i)
         length = lengths[b]
-        finish_row(y, b * c.y_row + d * c.y_dir, c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), w,
-                   o.state + i * n_hidden, length == 0 and not c.keep, 0, n_hidden)
+        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir, c.y_step, length,
+                   seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)
 
 
 @kernel()

@@ -24,7 +24,7 @@ from numba import prange
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, PATIENCE_SPINS
-from .atomics import atomic_add, atomic_claim, atomic_load, spin_pause
+from .atomics import atomic_add, atomic_load, atomic_swap, spin_pause
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
 from .products import product, project
@@ -62,7 +62,7 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
                 c.n_hidden, work, o.xg + t0 * ldc, ldc, work, packed, half * p.n // 2, (half + 1) * p.n // 2, p.nr)
 
 
-@kernel()
+@kernel(exact=True)  # the stages are inlined here: their sums must not contract
 def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
     """One half of one phase of step t: xg's row t holds X·Wᵀ + bias; the state before the step is at
     ``cur`` in ``work``, after it at ``nxt``; C, C2 and r ⊙ H are shared, each half writing its own
@@ -78,7 +78,7 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2
         u0, u1 = q0 * nr, q1 * nr
         for g in range(3):
-            begin_gates(work, o.c, work, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
+            begin_gates(work, o.c, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
             product(work, o.c + g * n_hidden + u0, 0, work, cur, 1, weights, r_base, g * per_gate + q0,
                     g * per_gate + q1, n_hidden, nr)
         for g in range(2):
@@ -87,26 +87,26 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         total = p.n if c.lbr else p.p1
         q0, q1 = half * total // 2, (half + 1) * total // 2
         c0, c1 = q0 * nr, q1 * nr
-        begin_gates(work, o.c, work, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
+        begin_gates(work, o.c, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
         product(work, o.c + c0, 0, work, cur, 1, weights, r_base, q0, q1, n_hidden, nr)
         c1 = min(c1, 2 * n_hidden)
         activate_gates(work, o.c + c0, o.c + c1, clip_at, c.f_code)
         if not c.lbr:
-            reset_state(work, o.rh, work, o.c, work, cur, n_hidden, max(c0, n_hidden) - n_hidden, c1 - n_hidden)
+            reset_state(work, o.rh, o.c, cur, n_hidden, max(c0, n_hidden) - n_hidden, c1 - n_hidden)
         return
     else:
         q0, q1, u0, u1 = half_units(half, n_hidden, p)
     if c.lbr:
-        candidate_lbr(work, o.c, work, xo, n_hidden, u0, u1)
+        candidate_lbr(work, o.c, xo, n_hidden, u0, u1)
         hg = o.c + 2 * n_hidden
     else:
         first = p.p2 * nr
-        begin_candidate(work, o.c2, work, xo, n_hidden, first, q0 * nr, q1 * nr)
+        begin_candidate(work, o.c2, xo, n_hidden, first, q0 * nr, q1 * nr)
         product(work, o.c2 + q0 * nr - first, 0, work, o.rh, 1, weights, r_base, q0, q1, n_hidden, nr)
         hg = o.c2 + 2 * n_hidden - first
     activate_gates(work, hg + u0, hg + u1, clip_at, c.g_code)
     score = load(att, t) if att.size > 0 else work.dtype.type(0)
-    update_state(work, o.c, work, hg, score, att.size > 0, work, cur, nxt, y, t * c.y_step, u0, u1)
+    update_state(work, o.c, hg, cur, nxt, score, att.size > 0, y, t * c.y_step, u0, u1)
 
 
 @kernel()
@@ -123,7 +123,7 @@ def split_setup(call, h0, state_rows, work, iwork):
         store(iwork, k, 0)
 
 
-@kernel()
+@kernel(exact=True)  # finish_row is inlined here
 def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, worker):
     """Worker ``worker`` (0 or 1) of a split row, after ``split_setup``: the items it claims, then
     its own units of the outputs that no step wrote (Y past the length, Ho)."""
@@ -142,7 +142,7 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
                 spins = 0
                 while atomic_load(iwork, io.claims + 2 * m + other) == 0 and spins < PATIENCE_SPINS:
                     spins += 1
-            if atomic_claim(iwork, io.claims + 2 * m + half):
+            if atomic_swap(iwork, io.claims + 2 * m + half, 0, 1):  # claimed by this worker
                 if m == 0:
                     _project_half(X, c, weights, work, iwork, o, io, half, length)
                 else:
@@ -154,8 +154,8 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
         while atomic_load(iwork, io.done + m) < 2:
             spin_pause()
     _, _, u0, u1 = half_units(worker, n_hidden, p)
-    finish_row(y, 0, c.y_step, length, c.seq_length, ho, state_at(c, state_rows, 0, 0), work,
-               o.state + (length % 2) * n_hidden, length == 0 and not c.keep, u0, u1)
+    finish_row(work, o.state + (length % 2) * n_hidden, length == 0 and not c.keep, y, 0, c.y_step, length,
+               c.seq_length, ho, state_at(c, state_rows, 0, 0), u0, u1)
 
 
 @kernel(parallel=True)
