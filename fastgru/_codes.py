@@ -8,3 +8,6 @@ ACTIVATIONS = {"relu": RELU, "sigmoid": SIGMOID, "tanh": TANH}
 #: Directions: bit d of ``REVERSED[direction]`` says whether direction index d runs t = L-1, ..., 0.
 NUM_DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 REVERSED = {"forward": 0, "reverse": 1, "bidirectional": 2}
+
+#: A state pool's mark of each stream id: not open, open and free, or held by a running step.
+CLOSED, IDLE, HELD = 0, 1, 2

@@ -16,12 +16,11 @@ import numpy as np
 
 from . import _scratch
 from ._dispatch import result_shapes
+from ._kernels import marks
 from ._kernels.memory import aligned
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._codes import CLOSED, IDLE
 from ._validate import (
-    CLOSED,
-    HELD,
-    IDLE,
     check_batch,
     check_capacity,
     check_claim,
@@ -38,10 +37,6 @@ from ._validate import (
 )
 
 _I64 = np.dtype(np.int64)
-
-#: Steps of up to this many ids check and mark them on Python ints: a NumPy call costs about 1 µs,
-#: a list item some 50 ns.
-SMALL_STEP = 16
 
 
 class StatePool:
@@ -93,21 +88,14 @@ class StatePool:
         self.state_shape = result_shapes(spec, 0, 0)[-1][1:]
         #: Every stream's state, row i for id i, as the kernels read and write it: (capacity, 1, H).
         self._states = aligned(capacity * h, ct, zero=True).reshape(capacity, 1, h)
-        #: Per id, CLOSED, IDLE or HELD (by a running step): read and written under the lock, item by
-        #: item through the bytearray, many at once through its NumPy view.
+        #: Per id, CLOSED, IDLE or HELD (by a running step): read and written under the lock, one by
+        #: one through the bytearray, by a step's claim and release through its NumPy view.
         self._marks = bytearray(capacity)
         self._mark_view = np.frombuffer(self._marks, dtype=np.uint8)
         self._free = list(range(capacity))  # a heap: the lowest free id first
         self._lock = threading.Lock()
         self._where = {name: f"{spec.op} pool.{name}" for name in ("open", "close", "reset", "state", "step")}
-        # Kept for the steps (they allocate nothing): places 0..capacity, the cell's lengths, and the
-        # scratch of a claim of many ids (under the lock, so one set serves every thread).
-        self._places = np.arange(capacity, dtype=_I64)
-        self._ones = np.ones(capacity, dtype=_I64)
-        self._seen = np.empty(capacity, dtype=_I64)
-        self._taken = np.empty(capacity, dtype=_I64)
-        self._byte = np.empty(capacity, dtype=np.uint8)
-        self._match = np.empty(capacity, dtype=np.bool_)
+        self._ones = np.ones(capacity, dtype=_I64)  # a cell's lengths, kept: steps allocate nothing
 
     # ------------------------------------------------------------------------------------ streams
 
@@ -210,28 +198,24 @@ class StatePool:
             sequence_lengths = np.asarray(sequence_lengths)
         if A is not None:
             A = np.asarray(A)
-        n = ids.shape[0] if ids.ndim else 0
-        values = ids.tolist() if n <= SMALL_STEP and ids.ndim == 1 and ids.dtype.kind in "iu" else None
-        check_ids(where, ids, self.capacity, values)
+        check_ids(where, ids)
+        n = ids.shape[0]
         s = self._check_inputs(where, n, X, sequence_lengths, A)
         shape = packed.result_shapes(n, s)[0]
         if out is not None:
             out = check_out_array(where, out, shape, spec.dtype)
+        given = ids
         if not (ids.dtype is _I64 and ids.flags.carray):
-            buf = _scratch.kept("pool_ids", n, _I64)[:n]
-            np.copyto(buf, ids, casting="unsafe")  # in range, so exact
-            ids = buf
-        self._claim(where, ids, values)
+            ids = _scratch.kept("pool_ids", n, _I64)[:n]
+            np.copyto(ids, given, casting="unsafe")  # an id out of range stays out of range
+        with self._lock:
+            if not marks.claim(self._mark_view, ids):
+                check_claim(where, given, self._marks)
         try:
             return self._run(n, s, ids, X, sequence_lengths, A, out, shape)
         finally:
             with self._lock:
-                if values is None:
-                    np.put(self._mark_view, ids, IDLE)
-                else:
-                    marks = self._marks
-                    for i in values:
-                        marks[i] = IDLE
+                marks.release(self._mark_view, ids)
 
     def _check_inputs(self, where, n, X, lengths, A):
         """Check X, sequence_lengths and A of n streams; returns the steps."""
@@ -247,33 +231,6 @@ class StatePool:
             check_lengths(spec.op, lengths, X.shape[1])
         check_batch(where, X, n)
         return 1 if self._cell else X.shape[1]
-
-    def _claim(self, where, ids, values):
-        """Mark the step's ``ids`` (``values``: the same as a list, for a few) HELD, once they are
-        checked to be open, held by no other step, and distinct; ``check_claim`` says which is not.
-        Allocates nothing."""
-        marks = self._marks
-        with self._lock:
-            if values is not None:
-                check_claim(where, values, marks)
-                for i in values:
-                    marks[i] = HELD
-                return
-            n = ids.shape[0]
-            if n > self.capacity:  # more ids than streams: some repeat
-                check_claim(where, ids.tolist(), marks)
-            byte, match = self._byte[:n], self._match[:n]
-            np.take(self._mark_view, ids, out=byte, mode="clip")  # ids are in range: clip never clips
-            np.equal(byte, IDLE, out=match)
-            if match.all():  # open and free; distinct when each id's place, written at the id, reads back
-                places, seen, taken = self._places[:n], self._seen, self._taken[:n]
-                np.put(seen, ids, places)
-                np.take(seen, ids, out=taken, mode="clip")
-                np.equal(taken, places, out=match)
-                if match.all():
-                    np.put(self._mark_view, ids, HELD)
-                    return
-            check_claim(where, ids.tolist(), marks)
 
     def _run(self, n, s, ids, X, lengths, A, out, shape):
         """The kernel call on checked inputs; returns the result in T1."""

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._codes import ACTIVATIONS as CODES
+from ._codes import CLOSED, HELD
 from ._codes import NUM_DIRECTIONS as DIRECTIONS
 _T1_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
@@ -436,9 +437,6 @@ def check_out(spec, out, shapes):
 # The checks of fastgru.StatePool (``_pool.py``). ``where`` names the op and the method, e.g.
 # "GRUCell pool.step". A failed check raises before any state changes.
 
-#: The mark of a stream id in a pool (``StatePool._marks``): not open, open, or open and held by a running step.
-CLOSED, IDLE, HELD = 0, 1, 2
-
 
 def check_pool_op(op, classes):
     """A prepared op of ``classes`` whose streams can be stepped: forward only. Returns its Spec."""
@@ -495,31 +493,26 @@ def check_initial_state(where, state, shape, dtype):
                            f"(hidden_size={shape[-1]}), as a row of the op's initial_hidden_state")
 
 
-def check_ids(where, ids, capacity, values=None):
-    """``ids``: a 1-D array of integers (not bool) in [0, capacity); ``values`` the same as a list,
-    when the caller has it (faster than two NumPy reductions for a few ids). Whether they are open
-    and distinct is ``check_claim``'s, under the pool's lock."""
+def check_ids(where, ids):
+    """``ids``: a 1-D array of integers (not bool). Whether they are in range, open and distinct is
+    ``check_claim``'s."""
     if ids.dtype.kind not in "iu":
         raise TypeError(f"{where}: ids is {ids.dtype.name}; expected an integer dtype (the ids pool.open() "
                         "returned), e.g. np.int64")
     if ids.ndim != 1:
         raise FastGRUError(f"{where}: ids has shape {ids.shape}; expected a 1-D array of stream ids")
-    if ids.size == 0:
-        return
-    if values is not None:
-        if min(values) >= 0 and max(values) < capacity:
-            return
-    elif ids.min() >= 0 and ids.max() < capacity:
-        return
-    k = int(np.argmax((ids < 0) | (ids >= capacity)))
-    raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}; expected an id in [0, capacity={capacity})")
 
 
-def check_claim(where, values, marks):
-    """The ids ``values`` (a list, in range) of a step are open, held by no running step, and
-    distinct; ``marks`` the pool's marks by id. Called under the pool's lock."""
+def check_claim(where, ids, marks):
+    """Why a step's ``ids`` (as the caller gave them) cannot be claimed: one is out of range, not
+    open, held by a running step, or repeated; ``marks`` the pool's marks by id (a bytearray).
+    Called under the pool's lock, when ``_kernels/marks.claim`` refused them."""
+    capacity = len(marks)
+    if ids.size and not (ids.min() >= 0 and ids.max() < capacity):
+        k = int(np.argmax((ids < 0) | (ids >= capacity)))
+        raise FastGRUError(f"{where}: ids[{k}] is {ids[k]}; expected an id in [0, capacity={capacity})")
     first = {}
-    for k, i in enumerate(values):
+    for k, i in enumerate(ids.tolist()):
         mark = marks[i]
         if mark == CLOSED:
             raise FastGRUError(f"{where}: ids[{k}] is {i}, which is not open; expected ids of open streams "
@@ -531,6 +524,7 @@ def check_claim(where, values, marks):
             raise FastGRUError(f"{where}: ids[{first[i]}] and ids[{k}] are both {i}; expected distinct ids "
                                "(a stream advances once per step)")
         first[i] = k
+    raise AssertionError(f"{where}: ids {ids} were refused, yet each is open and listed once")
 
 
 def check_step_arguments(where, op, lengths, A):
