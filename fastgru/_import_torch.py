@@ -216,7 +216,7 @@ def gru_cell(weight_ih, weight_hh, bias_ih=None, bias_hh=None, dtype=None) -> GR
     return GRUCell(_zrh(weight_ih).astype(dtype), _zrh(weight_hh).astype(dtype), B, linear_before_reset=True)
 
 
-def run_layers(layers, x, h0, lengths, *, batch_first):
+def run_layers(layers, x, h0, lengths, batch_first):
     """Run a stack of GRU layers as torch.nn.GRU does; every layout conversion between torch's
     tensors and the ops' arrays is here, and only here.
 
@@ -257,8 +257,8 @@ def _state_dict(obj):
     if torch is None or not isinstance(obj, torch.nn.Module):
         raise TypeError(f"from_torch: got {type(obj).__name__}; expected a torch.nn.GRU, a module holding "
                         "one, or a GRU's state_dict (a mapping of parameter names to tensors or arrays)")
-    if not isinstance(obj, torch.nn.GRU):
-        found = [name for name, m in obj.named_modules() if isinstance(m, torch.nn.GRU)]
+    if not _is_gru(torch, obj):
+        found = [name for name, m in obj.named_modules() if _is_gru(torch, m)]
         if not found:
             raise FastGRUError(f"from_torch: {type(obj).__name__} is not a torch.nn.GRU and holds none")
         if len(found) > 1:
@@ -268,6 +268,11 @@ def _state_dict(obj):
     if getattr(obj, "proj_size", 0):
         raise FastGRUError(f"from_torch: proj_size={obj.proj_size} is not supported (a GRU has no projection)")
     return obj, obj.state_dict()
+
+
+def _is_gru(torch, module):
+    """A torch.nn.GRU, or fastgru.torch.GRU (a torch.nn.RNNBase in mode "GRU", as torch.nn.GRU is)."""
+    return isinstance(module, torch.nn.GRU) or (isinstance(module, torch.nn.RNNBase) and module.mode == "GRU")
 
 
 def _structure(arrays):
