@@ -128,10 +128,20 @@ def _array(t, dtype):
     return t.numpy()
 
 
-def _with_torch_threads(fn, *args):
-    """``fn(*args)`` on at most ``torch.get_num_threads()`` of fastgru's threads: torch's intra-op
-    setting caps fastgru's own count of the calling thread (``fastgru.threads``), never raises it."""
-    n = torch.get_num_threads()
+def _with_torch_threads(rows, fn, *args):
+    """``fn(*args)`` on at most ``torch.get_num_threads()`` of fastgru's threads (torch's intra-op
+    setting caps the calling thread's own count, ``fastgru.threads``, and never raises it), and on
+    the calling thread alone for a single row (``rows``: batch_size * num_directions == 1).
+
+    fastgru shares a single row with its partner thread, the two meeting at every step, and the
+    partner spins for a millisecond after each call. In a torch model both collide with torch's
+    OpenMP threads, which spin on the other cores after each of torch's operations: measured on 2
+    cores, a Linear layer after the GRU took 1040 µs instead of 120 µs (the partner still spinning),
+    and the speech model of benchmarks/torch_model.py 3.0 ms per call at batch 1 with the partner
+    against 2.8 ms without it (the GRU alone: 1.5 ms with it, 2.6 ms without, torch 7.1 ms).
+    Rows of a batch, whose threads do not meet within a call, keep their threads.
+    """
+    n = 1 if rows == 1 else torch.get_num_threads()
     before = requested()
     if n >= before:
         return fn(*args)
@@ -151,7 +161,8 @@ def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batc
     x = _array(input, compute)
     h0 = None if hx is None else _array(hx, compute)
     lens = None if lengths is None else lengths.numpy()
-    output, h_n = _with_torch_threads(run_layers, ops, x, h0, lens, batch_first)
+    rows = x.shape[0 if batch_first else 1] * (1 + bidirectional)
+    output, h_n = _with_torch_threads(rows, run_layers, ops, x, h0, lens, batch_first)
     output, h_n = torch.from_numpy(output), torch.from_numpy(h_n)
     if compute is not dtype:
         output, h_n = output.to(dtype), h_n.to(dtype)
@@ -165,7 +176,7 @@ def _gru_cell(input, hx, params):
     compute = dtype if dtype is _F32 or dtype is _F64 else _F32
     x = _array(input, compute)
     h = np.zeros((x.shape[0], op.hidden_size), dtype=x.dtype) if hx is None else _array(hx, compute)
-    h_new = torch.from_numpy(_with_torch_threads(op, x, h))
+    h_new = torch.from_numpy(_with_torch_threads(x.shape[0], op, x, h))
     return h_new if compute is dtype else h_new.to(dtype)
 
 
@@ -247,8 +258,10 @@ class GRU(torch.nn.RNNBase):
       errors otherwise), with at least one step and one row.
 
     Threads: fastgru's kernels run on at most ``torch.get_num_threads()`` threads, and at most the
-    calling thread's ``fastgru.get_num_threads()``. Results do not depend on the thread count,
-    nor on which rows share a batch.
+    calling thread's ``fastgru.get_num_threads()``; a single row (batch 1, one direction) on the
+    calling thread alone, without fastgru's partner thread, whose spinning would take a core from
+    torch's next operations. Results do not depend on the thread count, nor on which rows share a
+    batch.
 
     Examples
     --------

@@ -600,9 +600,12 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
             gru(x)
             with fastgru.threads(1):
                 gru(x)  # fastgru's own setting caps it too
+            gru(x[:, :1])  # one row: the calling thread alone
+            fastgru.torch.GRU(I, H, bidirectional=True).eval()(x[:, :1])  # one row, two directions
     finally:
         torch.set_num_threads(before_torch)
-    assert seen == [1, min(before_torch, before), 1]
+    assert seen == [1, min(before_torch, before), 1, 1, min(before_torch, before)]
+    assert fastgru.get_num_threads() == before
 
 
 def test_calls_from_several_threads_equal_serial_calls():
