@@ -30,6 +30,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
+from numba.np.ufunc import parallel as _numba_parallel
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ._import_torch import gru_cell, gru_layers, run_layers
@@ -145,11 +146,20 @@ def _with_torch_threads(rows, fn, *args):
     before = requested()
     if n >= before:
         return fn(*args)
-    set_num_threads(max(1, n))
+    _set_threads(max(1, n))
     try:
         return fn(*args)
     finally:
-        set_num_threads(before)
+        _set_threads(before)
+
+
+def _set_threads(n):
+    """``fastgru.set_num_threads(n)`` for 1 <= n <= the current count: once Numba's pool runs,
+    without its checks (0.25 µs instead of 1.1 µs, twice per call)."""
+    if _numba_parallel._is_initialized:
+        _numba_parallel._set_num_threads(n)
+    else:
+        set_num_threads(n)
 
 
 def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first):
