@@ -24,6 +24,7 @@ Importing this module imports torch; ``import fastgru`` does not.
 """
 
 import copy
+import os
 import threading
 import weakref
 from typing import List, Optional, Tuple
@@ -39,6 +40,9 @@ from ._threading import requested, set_num_threads
 __all__ = ["GRU", "GRUCell", "optimize"]
 
 _F16, _BF16, _F32, _F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+#: The cores this process may run on: a single row shares its work with fastgru's partner thread
+#: only when torch's threads leave one of them free (_with_torch_threads).
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 #: Parameter dtypes the modules compute with fastgru: float32 and float64 in their own precision,
 #: float16 and bfloat16 in float32 (results rounded once, to the input's dtype).
 _DTYPES = (_F32, _F64, _F16, _BF16)
@@ -131,18 +135,23 @@ def _array(t, dtype):
 
 def _with_torch_threads(rows, fn, *args):
     """``fn(*args)`` on at most ``torch.get_num_threads()`` of fastgru's threads (torch's intra-op
-    setting caps the calling thread's own count, ``fastgru.threads``, and never raises it), and on
-    the calling thread alone for a single row (``rows``: batch_size * num_directions == 1).
+    setting caps the calling thread's own count, ``fastgru.threads``, and never raises it); a
+    single row (``rows``: batch_size * num_directions == 1) on the calling thread alone unless
+    torch's threads leave a core free (``_CORES``).
 
     fastgru shares a single row with its partner thread, the two meeting at every step, and the
-    partner spins for a millisecond after each call. In a torch model both collide with torch's
-    OpenMP threads, which spin on the other cores after each of torch's operations: measured on 2
-    cores, a Linear layer after the GRU took 1040 µs instead of 120 µs (the partner still spinning),
-    and the speech model of benchmarks/torch_model.py 3.0 ms per call at batch 1 with the partner
-    against 2.8 ms without it (the GRU alone: 1.5 ms with it, 2.6 ms without, torch 7.1 ms).
-    Rows of a batch, whose threads do not meet within a call, keep their threads.
+    partner spins for a millisecond after each call. torch's OpenMP threads spin too, for about
+    10 ms after each of torch's operations (libgomp's default GOMP_SPINCOUNT, measured here). When
+    they hold every other core, the two collide: measured on 2 cores with torch on 2 threads, a
+    Linear layer right after the GRU took 1040 µs instead of 120 µs (the partner still spinning),
+    and the speech model of benchmarks/torch_model.py took 3.8 ms per call at batch 1 with the
+    partner, 3.0 ms without it, and 300 against 145 µs per frame streamed; its GRU alone, called
+    in a loop with no torch operation between, 1.5 ms with the partner and 2.6 ms without. Rows
+    of a batch, whose threads do not meet within a call, keep their threads.
     """
-    n = 1 if rows == 1 else torch.get_num_threads()
+    n = torch.get_num_threads()
+    if rows == 1 and n >= _CORES:
+        n = 1
     before = requested()
     if n >= before:
         return fn(*args)
@@ -269,9 +278,9 @@ class GRU(torch.nn.RNNBase):
 
     Threads: fastgru's kernels run on at most ``torch.get_num_threads()`` threads, and at most the
     calling thread's ``fastgru.get_num_threads()``; a single row (batch 1, one direction) on the
-    calling thread alone, without fastgru's partner thread, whose spinning would take a core from
-    torch's next operations. Results do not depend on the thread count, nor on which rows share a
-    batch.
+    calling thread alone, without fastgru's partner thread, unless torch's threads leave a core
+    free: torch's OpenMP threads and the partner spin after their work and would take each
+    other's cores. Results do not depend on the thread count, nor on which rows share a batch.
 
     Examples
     --------

@@ -600,11 +600,15 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
             gru(x)
             with fastgru.threads(1):
                 gru(x)  # fastgru's own setting caps it too
-            gru(x[:, :1])  # one row: the calling thread alone
+            monkeypatch.setattr(fastgru_torch, "_CORES", before_torch)
+            gru(x[:, :1])  # one row, torch's threads on every core: the calling thread alone
             fastgru.torch.GRU(I, H, bidirectional=True).eval()(x[:, :1])  # one row, two directions
+            monkeypatch.setattr(fastgru_torch, "_CORES", before_torch + 1)
+            gru(x[:, :1])  # one row, a core free of torch's threads: fastgru may share it
     finally:
         torch.set_num_threads(before_torch)
-    assert seen == [1, min(before_torch, before), 1, 1, min(before_torch, before)]
+    both = min(before_torch, before)
+    assert seen == [1, both, 1, 1, both, both]
     assert fastgru.get_num_threads() == before
 
 
