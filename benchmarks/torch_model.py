@@ -13,7 +13,8 @@ and fastgru's default thread count (2 here), under ``torch.inference_mode()``. C
 Each round times every (case, implementation) in turn, interleaved, for about ``--seconds`` each;
 a round's figure is the median per call, the result the median over the rounds. ``--breakdown``
 also times the parts of the fastgru model (the torch layers around the GRU, the GRU module, its
-prepared ops called directly, the custom op's dispatch) to show where the time goes.
+prepared ops called directly with the module's thread count and with every thread, the custom
+op's dispatch) to show where the time goes.
 """
 
 import argparse
@@ -125,15 +126,20 @@ def breakdown(fast, rng, rounds, seconds):
             ops[1](y1.reshape(n, t, HIDDEN), h0, None, out=(y2, ho))
 
         args = (x, h_t, None, params, True, 2, False, True)
+
+        def policy(fn, n=n):  # the module's thread count for this call (fastgru.torch._with_torch_threads)
+            return lambda: fastgru_torch._with_torch_threads(n, fn)
+
         runs.update({
             (case, "whole model"): lambda features=features, h=h_t: fast(features, h),
             (case, "conv + relu + head (torch)"): lambda features=features, y=y: (
                 torch.relu(fast.conv(features)).transpose(1, 2), fast.head(y)),
             (case, "GRU module"): lambda x=x, h=h_t: gru(x, h),
-            (case, "  custom op instead of the direct call"): lambda args=args: torch.ops.fastgru.gru(*args),
-            (case, "  run_layers (fastgru.TorchGRU's path)"): lambda x_np=x_np, ops=ops, h0=h0: (
-                _import_torch.run_layers(ops, x_np, None, None, True)),
-            (case, "  prepared ops, contiguous X, out="): kernels,
+            (case, "  the custom op instead of the direct call"): lambda args=args: torch.ops.fastgru.gru(*args),
+            (case, "  run_layers (the prepared ops and the layouts)"): policy(
+                lambda x_np=x_np, ops=ops: _import_torch.run_layers(ops, x_np, None, None, True)),
+            (case, "  the prepared ops, contiguous X, out="): policy(kernels),
+            (case, "  the prepared ops, contiguous X, out=, every thread"): kernels,
         })
     times = interleaved(runs, rounds, seconds)
     return {f"{case} | {part}": round(value * 1e6, 1) for (case, part), value in times.items()}
