@@ -314,11 +314,6 @@ class GRU(torch.nn.RNNBase):
         a change made through ``param.data``, which torch's version counter does not see."""
         _PACKS.discard(self._flat_weights)
 
-    def flatten_parameters(self) -> None:
-        """torch.nn.GRU's ``flatten_parameters``, and :meth:`repack`."""
-        super().flatten_parameters()
-        self.repack()
-
     def _apply(self, fn, recurse=True):
         self.repack()
         return super()._apply(fn, recurse)
