@@ -1,8 +1,12 @@
-"""Cold start of fastgru in fresh processes: import, and import + first float32 gru_sequence call,
-with the kernels in the cache folder (warm) and with an empty one (cold, so everything compiles).
+"""Cold start of fastgru in fresh processes: import; import + first float32 gru_sequence call; import +
+warmup of every kernel path of both compute dtypes. Each with the kernels in the cache folder, and
+with an empty cache folder (so that everything compiles).
 
-Run: ``python benchmarks/cold_start.py [--runs 5]`` (nothing else running: the cold runs compile
-for tens of seconds on one core). Prints a markdown table of medians over the runs.
+Run: ``python benchmarks/cold_start.py [--runs 5] [--cold-runs 3]``, with nothing else running: the
+empty-cache runs compile for about 14 s (first call) and 95 s (warmup) each, on one core. Every row
+is the median over ``--runs`` fresh processes with the kernels in the cache and ``--cold-runs`` with
+an empty one (a new temporary FASTGRU_CACHE_DIR each, removed afterwards), printed with the min-max
+of the runs as the markdown table of README.md, "Start-up and the kernel cache".
 """
 
 import argparse
@@ -30,8 +34,16 @@ if {warmup}:
 print(imported, time.perf_counter() - start)
 """
 
+#: (row of the README's table, first gru_sequence call, warmup of both dtypes)
+ROWS = [
+    ("`import fastgru`", False, False),
+    ("`import fastgru` + first float32 `gru_sequence`", True, False),
+    ('`import fastgru` + `warmup(dtypes=["float32", "float64"])` (every kernel path)', False, True),
+]
+
 
 def measure(call, warmup, cache_dir):
+    """Seconds of one fresh process: (import, whole probe); ``cache_dir`` None is the default folder."""
     env = dict(os.environ)
     if cache_dir is not None:
         env["FASTGRU_CACHE_DIR"] = cache_dir
@@ -40,24 +52,33 @@ def measure(call, warmup, cache_dir):
     return [float(v) for v in done.stdout.split()]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+def cell(seconds):
+    """The median and the min-max of some runs, as the table shows them."""
+    if len(seconds) == 1:
+        return f"{seconds[0]:.2f}"
+    return f"{np.median(seconds):.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per row with the kernels in the cache")
+    parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per row with an empty cache")
+    args = parser.parse_args(argv)
     measure(True, True, None)  # fill the default cache folder
-    rows = []
-    for label, call, warmup in [("import fastgru", False, False),
-                                ("import + first float32 gru_sequence", True, False),
-                                ("import + warmup(float32, float64)", False, True)]:
+    lines = [
+        f"| fresh process, seconds: median (min-max) | kernels in the cache, median of {args.runs} | empty cache, "
+        f"median of {args.cold_runs} |",
+        "|---|---|---|",
+    ]
+    for label, call, warmup in ROWS:
         warm = [measure(call, warmup, None)[-1] for _ in range(args.runs)]
         cold = []
-        for _ in range(1 if call or warmup else args.runs):
+        for _ in range(args.cold_runs):
             with tempfile.TemporaryDirectory(prefix="fastgru-cold-") as empty:
                 cold.append(measure(call, warmup, empty)[-1])
-        rows.append(f"| {label} | {np.median(warm):.2f} | {np.median(cold):.2f} |")
-    print(f"fresh processes, median seconds (warm cache: {args.runs} runs; cold: an empty FASTGRU_CACHE_DIR)")
-    print("| | warm cache | no cache |\n|---|---|---|")
-    print("\n".join(rows))
+        lines.append(f"| {label} | {cell(warm)} | {cell(cold)} |")
+        print(lines[-1], file=sys.stderr, flush=True)  # progress: the empty-cache rows take minutes
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

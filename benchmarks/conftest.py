@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-try:  # before any fastgru parallel launch: OpenVINO ships TBB, which Numba then prefers (PERF_NOTES.md)
+try:  # before any fastgru parallel launch: OpenVINO ships TBB, which Numba then prefers over OpenMP
     import openvino  # noqa: F401
 except ImportError:
     pass
@@ -24,6 +24,7 @@ def machine_info():
 
     info = {
         "cpu": _cpu_model(),
+        **cpu_isa(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -41,7 +42,25 @@ def machine_info():
         module = sys.modules.get(name)
         if module is not None:
             info[name] = getattr(module, "__version__", "?")
+    info.update(kernel_geometry())
     return info
+
+
+def cpu_isa():
+    """The SIMD level the kernels are compiled for, as LLVM sees the host: {"isa": "AVX-512",
+    "AVX2" or "other", "cpu_name": LLVM's name of the CPU, e.g. "znver4"}."""
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    isa = "AVX-512" if features.get("avx512f") else "AVX2" if features.get("avx2") else "other"
+    return {"isa": isa, "cpu_name": binding.get_host_cpu_name()}
+
+
+def kernel_geometry():
+    """The geometry of fastgru's kernels on this machine (register tile, panel width, ...), as
+    facts of every result: {name: value}. Empty until the kernels expose it; whatever it returns
+    lands in each result's extra_info and in the report's machine line."""
+    return {}
 
 
 def _cpu_model():
@@ -56,6 +75,7 @@ def _cpu_model():
 
 def pytest_collection_modifyitems(items):
     """Run the benchmarks round by round (all shapes and implementations, then again)."""
+
     def round_of(item):
         callspec = getattr(item, "callspec", None)
         return callspec.params.get("round_", 0) if callspec else 0

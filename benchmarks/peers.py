@@ -112,15 +112,15 @@ def numpy_reference(case):
         import reference  # tests/reference.py, put on sys.path by benchmarks/conftest.py
     except ImportError as exc:
         raise Unavailable("tests/reference.py is not importable") from exc
-    run = fastgru_function(case)[0]
     c = case
-    if c.shape.op == "gru_cell":
-        run = lambda: reference.gru_cell(c.X[:, 0], c.H0[:, 0], c.W[0], c.R[0], c.B[0],  # noqa: E731
-                                         linear_before_reset=c.shape.lbr)
-    elif c.shape.op == "augru_sequence":
-        run = lambda: reference.augru_sequence(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)  # noqa: E731
-    else:
-        run = lambda: reference.gru_sequence(c.X, c.H0, c.lengths, c.W, c.R, c.B, **c.attrs)  # noqa: E731
+
+    def run():
+        if c.shape.op == "gru_cell":
+            return reference.gru_cell(c.X[:, 0], c.H0[:, 0], c.W[0], c.R[0], c.B[0], linear_before_reset=c.shape.lbr)
+        if c.shape.op == "augru_sequence":
+            return reference.augru_sequence(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
+        return reference.gru_sequence(c.X, c.H0, c.lengths, c.W, c.R, c.B, **c.attrs)
+
     return run, run
 
 
@@ -141,7 +141,7 @@ def openvino_cpu(case):
     config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS}
     if shape.op == "augru_sequence":
         try:
-            import openvino_oracle  # tests/openvino_oracle.py: the AUGRUSequence IR recipe of SPEC.md §7
+            import openvino_oracle  # tests/openvino_oracle.py: an IR of OpenVINO's internal AUGRUSequence
         except ImportError as exc:
             raise Unavailable("tests/openvino_oracle.py is not importable") from exc
         xml, blob = openvino_oracle.augru_ir(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
@@ -150,18 +150,36 @@ def openvino_cpu(case):
         inputs = [c.X, c.H0, c.A]
     elif shape.op == "gru_cell":
         ov_core = ov.Core()
-        x, h = ops.parameter([shape.batch, shape.inputs], np.float32), ops.parameter([shape.batch, shape.hidden],
-                                                                                      np.float32)
-        node = ops.gru_cell(x, h, ops.constant(c.W[0]), ops.constant(c.R[0]), ops.constant(c.B[0]), shape.hidden,
-                            linear_before_reset=shape.lbr)
+        x, h = (
+            ops.parameter([shape.batch, shape.inputs], np.float32),
+            ops.parameter([shape.batch, shape.hidden], np.float32),
+        )
+        node = ops.gru_cell(
+            x,
+            h,
+            ops.constant(c.W[0]),
+            ops.constant(c.R[0]),
+            ops.constant(c.B[0]),
+            shape.hidden,
+            linear_before_reset=shape.lbr,
+        )
         model = ov.Model(node.outputs(), [x, h])
         inputs = [np.ascontiguousarray(c.X[:, 0]), np.ascontiguousarray(c.H0[:, 0])]
     else:
         ov_core = ov.Core()
         x = ops.parameter(list(c.X.shape), np.float32)
         h = ops.parameter(list(c.H0.shape), np.float32)
-        node = ops.gru_sequence(x, h, ops.constant(c.lengths), ops.constant(c.W), ops.constant(c.R),
-                                ops.constant(c.B), shape.hidden, shape.direction, linear_before_reset=shape.lbr)
+        node = ops.gru_sequence(
+            x,
+            h,
+            ops.constant(c.lengths),
+            ops.constant(c.W),
+            ops.constant(c.R),
+            ops.constant(c.B),
+            shape.hidden,
+            shape.direction,
+            linear_before_reset=shape.lbr,
+        )
         model = ov.Model(node.outputs(), [x, h])
         inputs = [c.X, c.H0]
     request = ov_core.compile_model(model, "CPU", config).create_infer_request()
@@ -179,8 +197,9 @@ def openvino_cpu(case):
 # -------------------------------------------------------------------------------------- ONNX Runtime
 
 
-def onnxruntime_gru(case):
-    """One ONNX GRU node (gate order z, r, h as OpenVINO), layout 0: X (S, N, I), Y (S, D, N, H)."""
+def _onnxruntime_session(case):
+    """(session, feed) of one ONNX GRU node (gate order z, r, h as OpenVINO), layout 0: X (S, N, I),
+    Y (S, D, N, H); weights and sequence_lens as initializers."""
     try:
         import onnx
         import onnxruntime as ort
@@ -190,26 +209,39 @@ def onnxruntime_gru(case):
     c, shape = case, case.shape
     if shape.op == "augru_sequence":
         raise Unavailable("ONNX has no AUGRU")
-    n, s, i, h, d = shape.batch, shape.seq, shape.inputs, shape.hidden, shape.directions
-    if shape.op == "gru_cell":
-        s = 1
+    n, s, i, h, d = shape.batch, _steps(shape), shape.inputs, shape.hidden, shape.directions
     # ONNX B = [Wb | Rb]: OpenVINO's summed biases go in Wb; for linear_before_reset Rbh goes in Rb.
     wb = c.B[:, : 3 * h]
     rb = np.zeros_like(wb)
     if shape.lbr:
-        rb[:, 2 * h:] = c.B[:, 3 * h:]
-    initializers = [numpy_helper.from_array(c.W, "W"), numpy_helper.from_array(c.R, "R"),
-                    numpy_helper.from_array(np.concatenate([wb, rb], axis=1), "B"),
-                    numpy_helper.from_array(np.full(n, s, np.int32), "sequence_lens")]
-    node = helper.make_node("GRU", ["X", "W", "R", "B", "sequence_lens", "initial_h"], ["Y", "Y_h"], hidden_size=h,
-                            direction=shape.direction, linear_before_reset=int(shape.lbr))
+        rb[:, 2 * h :] = c.B[:, 3 * h :]
+    initializers = [
+        numpy_helper.from_array(c.W, "W"),
+        numpy_helper.from_array(c.R, "R"),
+        numpy_helper.from_array(np.concatenate([wb, rb], axis=1), "B"),
+        numpy_helper.from_array(np.full(n, s, np.int32), "sequence_lens"),
+    ]
+    node = helper.make_node(
+        "GRU",
+        ["X", "W", "R", "B", "sequence_lens", "initial_h"],
+        ["Y", "Y_h"],
+        hidden_size=h,
+        direction=shape.direction,
+        linear_before_reset=int(shape.lbr),
+    )
     graph = helper.make_graph(
-        [node], "gru",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [s, n, i]),
-         helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, [d, n, h])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [s, d, n, h]),
-         helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [d, n, h])],
-        initializers)
+        [node],
+        "gru",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [s, n, i]),
+            helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, [d, n, h]),
+        ],
+        [
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, [s, d, n, h]),
+            helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [d, n, h]),
+        ],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -217,18 +249,59 @@ def onnxruntime_gru(case):
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    feed = {"X": np.ascontiguousarray(c.X[:, :s].transpose(1, 0, 2)),
-            "initial_h": np.ascontiguousarray(c.H0.transpose(1, 0, 2))}
+    feed = {
+        "X": np.ascontiguousarray(c.X[:, :s].transpose(1, 0, 2)),
+        "initial_h": np.ascontiguousarray(c.H0.transpose(1, 0, 2)),
+    }
+    return session, feed
+
+
+def _steps(shape):
+    """The ONNX sequence length: one step for the cell."""
+    return 1 if shape.op == "gru_cell" else shape.seq
+
+
+def _from_onnx_layout(shape, Y, Yh):
+    """fastgru's (Y, Ho), or (Ho,) of the cell, from ONNX Runtime's layout-0 outputs."""
+    Y, Ho = Y.transpose(2, 1, 0, 3), Yh.transpose(1, 0, 2)
+    return (Ho[:, 0],) if shape.op == "gru_cell" else (Y, Ho)
+
+
+def onnxruntime_gru(case):
+    """ONNX Runtime as a server runs it: inputs bound once, outputs bound to preallocated arrays
+    (IOBinding), each call ``session.run_with_iobinding``, as fastgru's ``out=`` and OpenVINO's
+    shared outputs do."""
+    session, feed = _onnxruntime_session(case)
+    shape = case.shape
+    n, s, h, d = shape.batch, _steps(shape), shape.hidden, shape.directions
+    Y, Yh = np.empty((s, d, n, h), np.float32), np.empty((d, n, h), np.float32)
+    binding = session.io_binding()
+    for name, value in feed.items():
+        binding.bind_cpu_input(name, value)  # no copy: feed's arrays stay alive in this closure
+    for name, value in (("Y", Y), ("Y_h", Yh)):
+        binding.bind_output(name, "cpu", 0, np.float32, list(value.shape), value.ctypes.data)
+
+    def run():
+        session.run_with_iobinding(binding)
+
+    def result():
+        Y.fill(np.nan)  # the outputs must come from this call
+        Yh.fill(np.nan)
+        run()
+        return _from_onnx_layout(shape, Y.copy(), Yh.copy())
+
+    return run, result
+
+
+def onnxruntime_run(case):
+    """ONNX Runtime's plain ``session.run(None, feed)``: inputs passed and outputs allocated on
+    every call."""
+    session, feed = _onnxruntime_session(case)
 
     def run():
         return session.run(None, feed)
 
-    def result():
-        Y, Yh = run()
-        Y, Ho = Y.transpose(2, 1, 0, 3), Yh.transpose(1, 0, 2)
-        return (Ho[:, 0],) if shape.op == "gru_cell" else (Y, Ho)
-
-    return run, result
+    return run, lambda: _from_onnx_layout(case.shape, *run())
 
 
 # --------------------------------------------------------------------------------------------- torch
@@ -249,21 +322,27 @@ def torch_gru(case):
     h, d = shape.hidden, shape.directions
 
     def rzh(m):  # OpenVINO's rows z, r, h -> torch's r, z, n
-        return np.concatenate([m[h:2 * h], m[:h], m[2 * h:3 * h]])
+        return np.concatenate([m[h : 2 * h], m[:h], m[2 * h : 3 * h]])
 
     def load(module, suffix, k):
         b_ih = rzh(c.B[k, : 3 * h])  # [Bz, Br, Wbh] reordered; Rbh alone goes in b_hh
-        b_hh = np.concatenate([np.zeros(2 * h, np.float32), c.B[k, 3 * h:]])
-        for name, value in (("weight_ih", rzh(c.W[k])), ("weight_hh", rzh(c.R[k])), ("bias_ih", b_ih),
-                            ("bias_hh", b_hh)):
+        b_hh = np.concatenate([np.zeros(2 * h, np.float32), c.B[k, 3 * h :]])
+        for name, value in (
+            ("weight_ih", rzh(c.W[k])),
+            ("weight_hh", rzh(c.R[k])),
+            ("bias_ih", b_ih),
+            ("bias_hh", b_hh),
+        ):
             getattr(module, name + suffix).data = torch.from_numpy(np.ascontiguousarray(value))
 
     with torch.inference_mode():
         if shape.op == "gru_cell":
             module = torch.nn.GRUCell(shape.inputs, h)
             load(module, "", 0)
-            x, h0 = torch.from_numpy(np.ascontiguousarray(c.X[:, 0])), torch.from_numpy(np.ascontiguousarray(
-                c.H0[:, 0]))
+            x, h0 = (
+                torch.from_numpy(np.ascontiguousarray(c.X[:, 0])),
+                torch.from_numpy(np.ascontiguousarray(c.H0[:, 0])),
+            )
 
             def run():
                 with torch.inference_mode():
@@ -295,7 +374,9 @@ IMPLS = {
     "fastgru_prepared": fastgru_prepared,
     "openvino": openvino_cpu,
     "onnxruntime": onnxruntime_gru,
+    "onnxruntime_run": onnxruntime_run,
     "torch": torch_gru,
     "numpy": numpy_reference,
 }
-PEERS = ("openvino", "onnxruntime", "torch")
+#: The peers, each variant a row of its own; the report's ratio is against the fastest of them.
+PEERS = ("openvino", "onnxruntime", "onnxruntime_run", "torch")

@@ -1,11 +1,15 @@
-"""Turn pytest-benchmark's JSON into the markdown table and the PNG chart of the README.
+"""Turn pytest-benchmark's JSON into the markdown tables and the PNG chart of the README.
 
     python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme README.md]
 
-Table: per shape, the median time of each implementation in µs, the GFLOP/s of fastgru_prepared
-and of the best peer (FLOPs = 2·B·T·3H·(I+H)·D), and fastgru_prepared's time over the best peer's
-(peers: OpenVINO, ONNX Runtime, torch; below 1 means fastgru is faster). The table also replaces
-the text between the bench markers of README.md, so that nobody edits the README's figures by hand.
+First table, calls back to back: per shape, the median time of each implementation in µs, the
+GFLOP/s of fastgru_prepared and of the best peer (FLOPs = 2·B·T·3H·(I+H)·D), and fastgru_prepared's
+time over the best peer's. Second table, spaced calls (a pause of 2-20 ms before each call, the
+same schedule for every implementation): the median time of each implementation and the same
+ratio. The best peer is the fastest row among the peers and their variants (OpenVINO, ONNX Runtime
+with IOBinding and with plain ``session.run``, torch); below 1 means fastgru is faster. The tables
+also replace the text between the bench markers of README.md, so that nobody edits the README's
+figures by hand.
 """
 
 import argparse
@@ -18,35 +22,88 @@ from peers import IMPLS, PEERS
 MARKERS = ("<!-- bench:start -->", "<!-- bench:end -->")
 
 
+#: extra_info keys that describe one benchmark, not the machine.
+_PER_BENCHMARK = ("shape", "impl", "flops", "round", "mode", "pause_ms")
+
+
 def load(path):
-    """{shape: {"flops": F, impl: median of the rounds' medians (s)}} and the machine facts."""
+    """({mode: {shape: {"flops": F, impl: median of the rounds' medians (s)}}}, the machine facts,
+    the pause range of the spaced mode in ms or None); mode is "back-to-back" or "spaced"."""
     data = json.loads(Path(path).read_text())
-    medians, flops, machine = {}, {}, {}
+    medians, flops, machine, pause = {}, {}, {}, None
     for bench in data["benchmarks"]:
         info = bench["extra_info"]
-        medians.setdefault(info["shape"], {}).setdefault(info["impl"], []).append(bench["stats"]["median"])
+        mode = info.get("mode", "back-to-back")
+        medians.setdefault(mode, {}).setdefault(info["shape"], {}).setdefault(info["impl"], []).append(
+            bench["stats"]["median"]
+        )
         flops[info["shape"]] = info["flops"]
-        machine = {k: v for k, v in info.items() if k not in ("shape", "impl", "flops", "round")}
-    rows = {shape: {"flops": flops[shape], **{impl: statistics.median(m) for impl, m in impls.items()}}
-            for shape, impls in medians.items()}
-    return rows, machine
+        pause = info.get("pause_ms", pause)
+        machine = {k: v for k, v in info.items() if k not in _PER_BENCHMARK}
+    modes = {
+        mode: {
+            shape: {"flops": flops[shape], **{impl: statistics.median(m) for impl, m in impls.items()}}
+            for shape, impls in shapes.items()
+        }
+        for mode, shapes in medians.items()
+    }
+    return modes, machine, pause
 
 
-def table(rows, machine):
-    impls = [impl for impl in IMPLS if any(impl in row for row in rows.values())]
-    lines = ["| shape | " + " | ".join(f"{impl} µs" for impl in impls)
-             + " | fastgru_prepared GFLOP/s | best peer | best peer GFLOP/s | prepared / best peer |",
-             "|---" * (len(impls) + 5) + "|"]
+def _best_peer(row):
+    """The fastest peer (variant) of a row, or None."""
+    return min((p for p in PEERS if p in row), key=row.get, default=None)
+
+
+def _ratio(row):
+    prepared, best = row.get("fastgru_prepared"), _best_peer(row)
+    return f"{prepared / row[best]:.2f}" if prepared and best else "–"
+
+
+def _impls(rows):
+    return [impl for impl in IMPLS if any(impl in row for row in rows.values())]
+
+
+def table(rows, machine, spaced=None, pause=None):
+    """The markdown of the back-to-back table, the spaced table when ``spaced`` has rows, and the
+    machine facts."""
+    impls = _impls(rows)
+    lines = [
+        "| shape | "
+        + " | ".join(f"{impl} µs" for impl in impls)
+        + " | fastgru_prepared GFLOP/s | best peer | best peer GFLOP/s | prepared / best peer |",
+        "|---" * (len(impls) + 5) + "|",
+    ]
     for shape, row in rows.items():
         cells = [f"{row[impl] * 1e6:,.1f}" if impl in row else "–" for impl in impls]
-        prepared = row.get("fastgru_prepared")
-        best = min((p for p in PEERS if p in row), key=row.get, default=None)
-        ratio = f"{prepared / row[best]:.2f}" if prepared and best else "–"
-        lines.append(f"| {shape} | " + " | ".join(cells) + f" | {_gflops(row, 'fastgru_prepared')} | {best or '–'} | "
-                     f"{_gflops(row, best)} | {ratio} |")
+        best = _best_peer(row)
+        lines.append(
+            f"| {shape} | " + " | ".join(cells) + f" | {_gflops(row, 'fastgru_prepared')} | {best or '–'} | "
+            f"{_gflops(row, best)} | {_ratio(row)} |"
+        )
+    text = "\n".join(lines) + (
+        "\n\nfloat32, calls back to back; medians of each round's median, rounds "
+        "interleaved over all implementations, in one run.\n"
+    )
+    if spaced:
+        impls = _impls(spaced)
+        low, high = pause or ("?", "?")
+        lines = [
+            "| shape, spaced calls | "
+            + " | ".join(f"{impl} µs" for impl in impls)
+            + " | best peer | prepared / best peer |",
+            "|---" * (len(impls) + 3) + "|",
+        ]
+        for shape, row in spaced.items():
+            cells = [f"{row[impl] * 1e6:,.1f}" if impl in row else "–" for impl in impls]
+            lines.append(f"| {shape} | " + " | ".join(cells) + f" | {_best_peer(row) or '–'} | {_ratio(row)} |")
+        text += (
+            "\n" + "\n".join(lines) + f"\n\nfloat32, spaced calls: a pause of {low:g}-{high:g} ms before "
+            "each call (the same pseudo-random schedule for every implementation), only the calls timed; "
+            "medians of each round's median, in the same run.\n"
+        )
     facts = ", ".join(f"{k} {v}" for k, v in machine.items())
-    return ("\n".join(lines) + "\n\nfloat32; medians of each round's median, rounds interleaved over all "
-            f"implementations, in one run. Machine: {facts}.\n")
+    return text + f"\nMachine: {facts}.\n"
 
 
 def _gflops(row, impl):
@@ -75,7 +132,7 @@ def chart(rows, path):
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels(shapes, rotation=35, ha="right", fontsize=8)
     ax.legend(ncol=3, fontsize=8)
-    ax.set_title("GRU ops on CPU, float32: lower is better")
+    ax.set_title("GRU ops on CPU, float32, calls back to back: lower is better")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -86,11 +143,15 @@ def main():
     here = Path(__file__).resolve().parent
     parser.add_argument("--md", default=str(here / "results.md"))
     parser.add_argument("--png", default=str(here / "results.png"))
-    parser.add_argument("--readme", default=str(here.parent / "README.md"),
-                        help="file whose text between the bench:start and bench:end markers is replaced by the table")
+    parser.add_argument(
+        "--readme",
+        default=str(here.parent / "README.md"),
+        help="file whose text between the bench:start and bench:end markers is replaced by the table",
+    )
     args = parser.parse_args()
-    rows, machine = load(args.json)
-    text = table(rows, machine)
+    modes, machine, pause = load(args.json)
+    rows = modes.get("back-to-back", {})
+    text = table(rows, machine, modes.get("spaced"), pause)
     Path(args.md).write_text(text)
     chart(rows, args.png)
     readme = Path(args.readme)

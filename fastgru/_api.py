@@ -1,15 +1,17 @@
-"""The public functions: validate, dispatch, return (SPEC.md §1)."""
-
-import math
+"""The public functions: validate, dispatch, return."""
 
 import numpy as np
 
 from ._dispatch import Packed
-from ._validate import augru_layout, validate
+from ._docs import shared_docs
+from ._validate import DEFAULT, Attributes, augru_layout, validate
 
 
-def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=None, activations=("sigmoid", "tanh"),
-             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+@shared_docs
+def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=DEFAULT.hidden_size,
+             activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
+             activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
+             linear_before_reset=DEFAULT.linear_before_reset):
     """Run OpenVINO GRUCell-3: one GRU step for a batch.
 
     Parameters
@@ -26,14 +28,7 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=None, activat
         Summed biases [Bz, Br, Bh]; with linear_before_reset, [Bz, Br, Wbh, Rbh]. Zero when omitted.
     hidden_size : int, optional
         Taken from R when omitted; when given it must agree with R.
-    activations : pair of str
-        f for the z and r gates, g for the h gate, from 'relu', 'sigmoid', 'tanh'.
-    activations_alpha, activations_beta : list of float
-        Accepted for compatibility; these three activations take no parameters.
-    clip : float
-        Clamp gate pre-activations to [-clip, clip]; ``math.inf`` or 0 means no clipping.
-    linear_before_reset : bool
-        Apply the reset gate after the recurrent product of the h gate (ONNX's variant).
+    {GATE_ATTRIBUTES}
 
     Returns
     -------
@@ -59,15 +54,16 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=None, activat
     (2, 4)
     """
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, W=W, R=R, **({} if B is None else {"B": B}))
-    spec = validate("gru_cell", "cell", arrays, hidden_size=hidden_size, activations=activations,
-                    activations_alpha=activations_alpha, activations_beta=activations_beta, clip=clip,
-                    linear_before_reset=linear_before_reset)
+    spec = validate("gru_cell", "cell", arrays, Attributes(hidden_size, "forward", activations, activations_alpha,
+                                                           activations_beta, clip, linear_before_reset))
     return _run(spec, arrays)[0]
 
 
-def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=None, direction="forward",
-                 activations=("sigmoid", "tanh"), activations_alpha=(), activations_beta=(), clip=math.inf,
-                 linear_before_reset=False):
+@shared_docs
+def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=DEFAULT.hidden_size,
+                 direction=DEFAULT.direction, activations=DEFAULT.activations,
+                 activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
+                 clip=DEFAULT.clip, linear_before_reset=DEFAULT.linear_before_reset):
     """Run OpenVINO GRUSequence-5: a GRU over a batch of sequences.
 
     Parameters
@@ -89,14 +85,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     direction : {'forward', 'reverse', 'bidirectional'}
         'reverse' runs each row's valid prefix backwards; 'bidirectional' stacks forward (index 0)
         and reverse (index 1); num_directions is 2 for it, else 1.
-    activations : pair of str
-        f for the z and r gates, g for the h gate, from 'relu', 'sigmoid', 'tanh'.
-    activations_alpha, activations_beta : list of float
-        Accepted for compatibility; these three activations take no parameters.
-    clip : float
-        Clamp gate pre-activations to [-clip, clip]; ``math.inf`` or 0 means no clipping.
-    linear_before_reset : bool
-        Apply the reset gate after the recurrent product of the h gate (ONNX's variant).
+    {GATE_ATTRIBUTES}
 
     Returns
     -------
@@ -105,12 +94,7 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     Ho : ndarray of shape (batch_size, num_directions, hidden_size)
         The state after each row's last valid step; zero for a row of length 0.
 
-    Raises
-    ------
-    FastGRUError
-        (a ValueError) for a wrong shape, rank, dimension, attribute value or sequence length.
-    TypeError
-        For a dtype that is not T1 (or T2 for sequence_lengths), or T1 inputs of different dtypes.
+    {SEQUENCE_RAISES}
 
     Examples
     --------
@@ -129,13 +113,14 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     """
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
                      B=B)
-    spec = validate("gru_sequence", "sequence", arrays, hidden_size=hidden_size, direction=direction,
-                    activations=activations, activations_alpha=activations_alpha,
-                    activations_beta=activations_beta, clip=clip, linear_before_reset=linear_before_reset)
+    spec = validate("gru_sequence", "sequence", arrays, Attributes(hidden_size, direction, activations,
+                                                                   activations_alpha, activations_beta, clip,
+                                                                   linear_before_reset))
     return _run(spec, arrays)
 
 
-def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=None):
+@shared_docs
+def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=DEFAULT.hidden_size):
     """Run OpenVINO AUGRUSequence-10: a forward GRU whose update gate is scaled by attention.
 
     z' = (1 - a) ⊙ z with a = A[:, t, 0]; activations sigmoid and tanh, no clip,
@@ -192,7 +177,7 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
                      B=B, A=A)
     layout = augru_layout("augru_sequence", "initial_hidden_state", arrays["initial_hidden_state"])
-    spec = validate("augru_sequence", layout, arrays, hidden_size=hidden_size)
+    spec = validate("augru_sequence", layout, arrays, Attributes(hidden_size))
     return _run(spec, arrays)
 
 

@@ -30,15 +30,15 @@ def info():
 
     import fastgru
 
-    from ._config import CACHE, CACHE_DIR, cache_folder
-    from ._kernels.gru import run_serial
+    from ._config import CACHE, CACHE_DIR, cache_root
+    from ._isa import describe
     from ._partner import PARTNER, SPIN_US
     from ._threading import BUDGET, start_pool
 
     features = llvm.get_host_cpu_features()
-    simd = next((name for name in ("avx512f", "avx2", "avx", "sse4.2") if features.get(name)), "none")
-    folder = cache_folder(run_serial)
-    files = len([f for f in os.listdir(folder) if f.endswith(".nbc")]) if folder and os.path.isdir(folder) else 0
+    simd = next((name for name in ("avx512f", "avx2", "avx", "sse4.2", "neon", "asimd") if features.get(name)), "none")
+    folder = cache_root()
+    files = sum(name.endswith(".nbc") for _, _, names in os.walk(folder) for name in names) if folder else 0
     cache = (f"{folder} ({files} compiled kernels)" if folder else
              "none: no writable folder, kernels compile in every process" if CACHE else "off (FASTGRU_NO_CACHE)")
     lines = {
@@ -47,7 +47,8 @@ def info():
         "numpy": np.__version__,
         "numba": f"{numba.__version__} (llvmlite {llvmlite.__version__})",
         "cpu": f"{llvm.get_host_cpu_name()}, {os.cpu_count()} logical cores",
-        "simd": f"{simd.upper()} (kernels are compiled for this host's CPU)",
+        "simd": f"{simd.upper()} (this CPU's widest vector instructions)",
+        "geometry": f"{describe()} (FASTGRU_ISA={os.environ.get('FASTGRU_ISA', '') or 'auto'})",
         "threads": f"{fastgru.get_num_threads()} for this thread; NUMBA_NUM_THREADS={BUDGET} for the process",
         "threading layer": start_pool(),
         "partner thread": (f"spins {SPIN_US} µs after its last job (FASTGRU_SPIN_US)" if PARTNER.enabled else
@@ -72,7 +73,7 @@ def bench(seconds=0.2, dtype="float32"):
     for k, shape in enumerate(BENCH_SHAPES):
         name, op, n, s, i, h, direction = shape
         prepared_op, prepared, function = _calls(np.random.default_rng(k), np.dtype(dtype), op, n, s, i, h, direction)
-        flops = prepared_op._packed._flops(n, s)
+        flops = prepared_op._packed.flops(n, s)
         times = [_median(call, seconds / 2) for call in (prepared, function)]
         rows.append(f"| {name} | {n}-{s}-{i}-{h} | {times[0] * 1e6:,.1f} | {times[1] * 1e6:,.1f} | "
                     f"{flops / times[0] / 1e9:.3g} |")

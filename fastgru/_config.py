@@ -2,61 +2,115 @@
 
 Environment:
 
-- ``FASTGRU_CACHE_DIR``: the folder for compiled kernels (default: Numba's choice, the
-  ``__pycache__`` folders next to fastgru's sources when writable, else a per-user cache folder).
+- ``FASTGRU_CACHE_DIR``: the folder for compiled kernels (default: ``__pycache__`` next to
+  fastgru's sources when writable, else ``$XDG_CACHE_HOME/fastgru`` or ``~/.cache/fastgru``).
 - ``FASTGRU_NO_CACHE=1``: compile in every process, persist nothing.
+
+Compiled kernels go to a sub-folder named after the geometry (``_isa``) and a digest of the
+kernels' sources: a process never loads another geometry's code, nor code compiled from other
+sources (Numba's own cache keys on each function's file only, not on the modules it calls), and
+Numba keys the entries of a folder by the target CPU and its features.
 """
 
+import hashlib
 import os
+import tempfile
+from pathlib import Path
 
 import numba
+
+from ._isa import GEOMETRY
 
 #: Persist compiled kernels on disk (Numba's cache) so later processes skip the compile.
 CACHE = os.environ.get("FASTGRU_NO_CACHE", "") in ("", "0")
 
-#: The folder asked for by FASTGRU_CACHE_DIR, or None for Numba's default locations.
+#: The folder asked for by FASTGRU_CACHE_DIR, or None for the default ones.
 CACHE_DIR = os.environ.get("FASTGRU_CACHE_DIR") or None
 
 #: LLVM fast-math flags for the kernels. Only contraction into fused multiply-add: the full
-#: ``fastmath=True`` set includes no-NaN/no-inf, which would break the NaN propagation that
-#: SPEC.md §6 requires, and reassociation would let two compilations of one loop round differently.
+#: ``fastmath=True`` set includes no-NaN/no-inf, which would break the NaN and infinity
+#: propagation the formulas require, and reassociation would let two compilations of one loop
+#: round differently.
 FASTMATH = {"contract"}
 
 #: Options of every kernel. error_model="numpy": a float division by zero gives inf/NaN as in
 #: NumPy instead of raising, which removes a branch per division that stops vectorisation.
 #: nogil: a call releases the GIL while its kernels run, so that calls from several Python threads
-#: (a Dask worker's or scheduler's threads, a thread-pool server) overlap instead of taking turns,
-#: and a Dask worker's event loop keeps serving transfers and heartbeats during a task.
+#: overlap instead of taking turns.
 JIT_OPTIONS = {"fastmath": FASTMATH, "error_model": "numpy", "nogil": True}
 
-#: The same without contraction, for code whose sums of two products (SPEC.md §3's
-#: (1 - z)·h + z·H) must round alike on every path: with contraction LLVM picks which product to
-#: fuse per call site, so two paths could differ in the last bit. The products themselves
+#: The same without contraction, for the gate equations (``_kernels/stages.py``), whose sums of
+#: products must round alike on every path: with contraction LLVM picks which product to fuse per
+#: call site, so two paths could differ in the last bit. The matrix products
 #: (microkernel.tile_fma) fuse explicitly and are unaffected.
 JIT_EXACT = {**JIT_OPTIONS, "fastmath": False}
 
+_PACKAGE = Path(__file__).resolve().parent
 
-def kernel(*, exact=False, parallel=False):
-    """``numba.njit`` with the options above, cached in CACHE_DIR when it is writable.
 
-    Numba picks a function's cache folder when it decorates it: the first writable one of
-    ``numba.config.CACHE_DIR`` (set here to FASTGRU_CACHE_DIR for the duration of the decoration
-    only, so that other Numba users in the process keep theirs), the source tree, a per-user folder.
-    With none writable, Numba refuses to cache; the kernel then compiles in every process.
-    Concurrent processes may share a folder: Numba writes each file under a temporary name and
-    renames it into place, so a reader sees the old file or the new one, never a torn one.
+def _sources_digest():
+    """A digest of the sources the kernels are compiled from (the kernels, the tuning table, this file)."""
+    digest = hashlib.sha256()
+    for path in sorted([*(_PACKAGE / "_kernels").glob("*.py"), _PACKAGE / "_tuning.py", _PACKAGE / "_isa.py",
+                        Path(__file__).resolve()]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+#: The sub-folder of this geometry and these sources.
+CACHE_TAG = f"numba-{GEOMETRY.name}-{_sources_digest()}"
+
+
+def _writable(folder):
+    """Whether ``folder`` exists or can be made, and takes a new file."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def _user_cache():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fastgru")
+
+
+def cache_root():
+    """The folder compiled kernels go to (a CACHE_TAG sub-folder of the first writable of
+    FASTGRU_CACHE_DIR, fastgru's __pycache__ and the user's cache folder), or None."""
+    if not CACHE:
+        return None
+    for base in (CACHE_DIR, str(_PACKAGE / "__pycache__"), _user_cache()):
+        if base and _writable(os.path.join(base, CACHE_TAG)):
+            return os.path.join(base, CACHE_TAG)
+    return None
+
+
+def kernel(*, exact=False, parallel=False, inline=False):
+    """``numba.njit`` with the options above, cached in ``cache_root()`` when there is one;
+    ``inline``: inlined into its callers by Numba, so that LLVM sees one function (the stages:
+    their loops then share the caller's single scratch array and vectorise without checks of
+    overlap between arguments).
+
+    ``numba.config.CACHE_DIR`` is set to that folder for the decoration only, so that other Numba
+    users in the process keep theirs. Concurrent processes may share a folder: Numba writes each
+    file under a temporary name and renames it into place, so a reader sees the old file or the
+    new one, never a torn one.
     """
     options = {**(JIT_EXACT if exact else JIT_OPTIONS), "parallel": parallel}
+    if inline:
+        options["inline"] = "always"
 
     def decorate(func):
-        if not CACHE:
+        root = cache_root()
+        if root is None:
             return numba.njit(**options)(func)
         saved = numba.config.CACHE_DIR
-        if CACHE_DIR:
-            numba.config.CACHE_DIR = CACHE_DIR
+        numba.config.CACHE_DIR = root
         try:
             return numba.njit(cache=True, **options)(func)
-        except RuntimeError:  # "cannot cache function ...: no locator available": nowhere writable
+        except RuntimeError:  # "cannot cache function": the folder went away meanwhile
             return numba.njit(**options)(func)
         finally:
             numba.config.CACHE_DIR = saved

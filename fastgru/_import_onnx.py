@@ -1,10 +1,15 @@
 """from_onnx: the GRU node of an ONNX model as a prepared GRUSequence op, called as ONNX calls it.
 
-ONNX's GRU (GRU-1, 3, 7, 14, 22) is GRUSequence-5 up to three things, translated here once:
+fastgru reads every version of ONNX's GRU: GRU-1, 3, 7, 14 and 22 (the version in force is the
+newest one not above the model's opset of the default domain). They compute the same thing and
+differ only in their attributes and types: GRU-3 adds linear_before_reset; output_sequence (GRU-1
+and GRU-3), which only says whether Y is an optional output, is gone from GRU-7; GRU-14 adds
+layout; GRU-22 adds bfloat16. An attribute or a type the node's version does not have is an
+error. ONNX's GRU is GRUSequence-5 up to three things, translated here once:
 
 - B is (num_directions, 6*hidden_size) = [Wbz, Wbr, Wbh, Rbz, Rbr, Rbh]; fastgru's B is
   [Wbz+Rbz, Wbr+Rbr, Wbh+Rbh] for linear_before_reset=0 and [Wbz+Rbz, Wbr+Rbr, Wbh, Rbh] for 1
-  (SPEC.md §3);
+  (docs/semantics.md, "The gates");
 - ``layout`` 0 is time-major: X (S, N, I), initial_h (D, N, H), Y (S, D, N, H), Y_h (D, N, H);
   layout 1 is batch-major: X (N, S, I), initial_h (N, D, H), Y (N, S, D, H), Y_h (N, D, H);
 - activations are listed per direction (2, or 4 when bidirectional) with capitalised names.
@@ -23,9 +28,19 @@ from ._ops import Described, GRUSequence
 from ._validate import DIRECTIONS, FastGRUError
 
 _INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h")
-# output_sequence (GRU-1 and GRU-3 only) says whether Y is an optional output: it changes no value.
-_ATTRIBUTES = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout",
-               "linear_before_reset", "output_sequence"}
+_COMMON = frozenset({"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size"})
+#: The attributes of each version of ONNX's GRU (the operator changelog of the default domain).
+#: output_sequence (GRU-1 and GRU-3) says whether Y is an optional output: it changes no value.
+_VERSIONS = {
+    1: _COMMON | {"output_sequence"},
+    3: _COMMON | {"linear_before_reset", "output_sequence"},
+    7: _COMMON | {"linear_before_reset"},
+    14: _COMMON | {"layout", "linear_before_reset"},
+    22: _COMMON | {"layout", "linear_before_reset"},
+}
+_ATTRIBUTES = frozenset().union(*_VERSIONS.values())
+#: The version from which a T1 dtype is allowed (float16, float32 and float64 from GRU-1).
+_DTYPE_SINCE = {"bfloat16": 22}
 
 
 class OnnxGRU(Described):
@@ -44,7 +59,7 @@ class OnnxGRU(Described):
     ``sequence_lens`` (N integers) defaults to the node's own constant when it has one, else to
     full length; ``initial_h`` likewise to the node's constant, else zeros. Y is zero past each
     row's length and Y_h is the state after its last valid step (zero for length 0), as ONNX
-    Runtime computes (SPEC.md §4). Results are NumPy arrays of the weights' dtype.
+    Runtime computes (docs/semantics.md, "Sequences"). Results are NumPy arrays of the weights' dtype.
 
     Attributes
     ----------
@@ -54,12 +69,18 @@ class OnnxGRU(Described):
         The node's name (may be empty).
     layout : int
         0 or 1, as above.
+    opset : int
+        The model's opset of the default domain.
+    version : int
+        The version of ONNX's GRU in force at that opset: 1, 3, 7, 14 or 22.
     """
 
-    def __init__(self, op, *, node_name, layout, sequence_lens=None, initial_h=None):
+    def __init__(self, op, *, node_name, layout, opset, version, sequence_lens=None, initial_h=None):
         self.op = op
         self.node_name = node_name
         self.layout = layout
+        self.opset = opset
+        self.version = version
         self._sequence_lens = sequence_lens
         self._initial_h = initial_h
 
@@ -77,8 +98,10 @@ class OnnxGRU(Described):
         d, hidden = self.op.spec.num_directions, self.hidden_size
         if X.ndim != 3:
             order = "seq_length, batch_size" if self.layout == 0 else "batch_size, seq_length"
-            raise FastGRUError(f"OnnxGRU: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
-                               f"input_size={self.input_size}) (layout={self.layout})")
+            raise FastGRUError(
+                f"OnnxGRU: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
+                f"input_size={self.input_size}) (layout={self.layout})"
+            )
         x = X.transpose(1, 0, 2) if self.layout == 0 else X  # (N, S, I)
         n = x.shape[0]
         if sequence_lens is None:
@@ -92,8 +115,10 @@ class OnnxGRU(Described):
             expected = (d, n, hidden) if self.layout == 0 else (n, d, hidden)
             if initial_h.shape != expected:
                 what = "num_directions, batch_size" if self.layout == 0 else "batch_size, num_directions"
-                raise FastGRUError(f"OnnxGRU: initial_h has shape {initial_h.shape}; expected ({what}, hidden_size) "
-                                   f"= {expected} (layout={self.layout})")
+                raise FastGRUError(
+                    f"OnnxGRU: initial_h has shape {initial_h.shape}; expected ({what}, hidden_size) "
+                    f"= {expected} (layout={self.layout})"
+                )
             h0 = initial_h.transpose(1, 0, 2) if self.layout == 0 else initial_h
         Y, Ho = self.op(x, h0, sequence_lens)  # (N, D, S, H), (N, D, H)
         if self.layout == 0:
@@ -101,9 +126,12 @@ class OnnxGRU(Described):
         return np.ascontiguousarray(Y.transpose(0, 2, 1, 3)), Ho
 
     def __repr__(self):
-        return (f"OnnxGRU(node_name={self.node_name!r}, layout={self.layout}, hidden_size={self.hidden_size}, "
-                f"input_size={self.input_size}, direction={self.direction!r}, "
-                f"linear_before_reset={self.op.spec.linear_before_reset}, dtype={self.dtype.name})")
+        return (
+            f"OnnxGRU(node_name={self.node_name!r}, version={self.version}, layout={self.layout}, "
+            f"hidden_size={self.hidden_size}, "
+            f"input_size={self.input_size}, direction={self.direction!r}, "
+            f"linear_before_reset={self.op.spec.linear_before_reset}, dtype={self.dtype.name})"
+        )
 
 
 def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
@@ -125,6 +153,12 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
 
     Notes
     -----
+    Versions: GRU-1, 3, 7, 14 and 22, every version ONNX has defined, picked by the model's opset
+    of the default domain (1-2, 3-6, 7-13, 14-21, 22 and later, up to the newest opset the
+    installed onnx package knows). Each attribute must belong to that version: linear_before_reset
+    from GRU-3, layout from GRU-14, output_sequence in GRU-1 and GRU-3 only (it changes no value);
+    bfloat16 weights from GRU-22.
+
     W, R and B must be constants: initializers (also those listed as graph inputs, as older
     exporters write them) or Constant nodes. sequence_lens and initial_h may come from anywhere:
     when they are constants, they are the call's defaults. Supported attributes: direction,
@@ -135,8 +169,10 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     Raises
     ------
     FastGRUError
-        No GRU node, several and no ``node_name``, an unknown ``node_name``, weights that are not
-        constants, a B of the wrong shape, or an attribute value ONNX does not define.
+        No GRU node, several and no ``node_name``, an unknown ``node_name``, no opset of the default
+        domain or one the installed onnx does not know, an attribute or weight type that the node's
+        GRU version does not have, weights that are not constants, a B of the wrong shape, or an
+        attribute value ONNX does not define.
     NotImplementedError
         An activation other than Sigmoid, Tanh and Relu, or a different pair per direction.
 
@@ -153,7 +189,9 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     >>> graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
     ...                           [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("Y", "Y_h")],
     ...                           weights)
-    >>> gru = fastgru.from_onnx(helper.make_model(graph))
+    >>> gru = fastgru.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]))
+    >>> gru.version
+    22
     >>> Y, Y_h = gru(rng.standard_normal((5, 2, I), dtype=np.float32))    # X (seq_length, batch_size, input_size)
     >>> Y.shape, Y_h.shape
     ((5, 1, 2, 4), (1, 2, 4))
@@ -162,6 +200,7 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     graph = model.graph
     node = _find_node(graph, node_name)
     where = f"from_onnx: GRU node {node.name!r}"
+    opset, version = _gru_version(model)
     constants = _constants(graph)
     inputs = dict(zip(_INPUTS, node.input))
     inputs = {k: v for k, v in inputs.items() if v}
@@ -171,15 +210,29 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     W, R = (_constant(graph, constants, where, name, inputs[name]) for name in ("W", "R"))
     B = _constant(graph, constants, where, "B", inputs["B"]) if "B" in inputs else None
     extras = {name: _to_array(constants.get(inputs.get(name))) for name in ("sequence_lens", "initial_h")}
-    attrs = _attributes(node, where)
+    attrs = _attributes(node, where, opset, version)
+    for name, value in (("W", W), ("R", R), ("B", B)):
+        since = _DTYPE_SINCE.get(getattr(getattr(value, "dtype", None), "name", None))
+        if since is not None and version < since:
+            raise FastGRUError(
+                f"{where}: {name} is {value.dtype.name}, a type of GRU-{since} (opset {since}) and "
+                f"later; the model imports opset {opset}, whose GRU is GRU-{version}"
+            )
     d = DIRECTIONS[attrs["direction"]]
     hidden = attrs["hidden_size"] if attrs["hidden_size"] is not None else (R.shape[-1] if R.ndim else 0)
     B = _fastgru_bias(B, W.dtype, d, hidden, attrs["linear_before_reset"], where)
     with about(where):
-        op = GRUSequence(W, R, B, hidden_size=attrs["hidden_size"], direction=attrs["direction"],
-                         activations=attrs["activations"], clip=attrs["clip"],
-                         linear_before_reset=attrs["linear_before_reset"])
-    return OnnxGRU(op, node_name=node.name, layout=attrs["layout"], **extras)
+        op = GRUSequence(
+            W,
+            R,
+            B,
+            hidden_size=attrs["hidden_size"],
+            direction=attrs["direction"],
+            activations=attrs["activations"],
+            clip=attrs["clip"],
+            linear_before_reset=attrs["linear_before_reset"],
+        )
+    return OnnxGRU(op, node_name=node.name, layout=attrs["layout"], opset=opset, version=version, **extras)
 
 
 def _load(model_or_path):
@@ -188,9 +241,46 @@ def _load(model_or_path):
 
         return onnx.load(os.fspath(model_or_path))
     if not hasattr(model_or_path, "graph"):
-        raise TypeError(f"from_onnx: got {type(model_or_path).__name__}; expected an onnx.ModelProto or the path "
-                        "of an .onnx file")
+        raise TypeError(
+            f"from_onnx: got {type(model_or_path).__name__}; expected an onnx.ModelProto or the path of an .onnx file"
+        )
     return model_or_path
+
+
+def _gru_version(model):
+    """(opset, GRU version) of the model: its opset of the default domain and the newest GRU
+    version not above it."""
+    from onnx import defs
+
+    opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not opsets:
+        domains = ", ".join(repr(o.domain) for o in model.opset_import) or "none"
+        raise FastGRUError(
+            f"from_onnx: the model imports no opset of the default domain '' (ai.onnx), which "
+            f"defines GRU (its opset imports: {domains})"
+        )
+    opset = max(opsets)
+    newest = defs.onnx_opset_version()
+    if not 1 <= opset <= newest:
+        raise FastGRUError(
+            f"from_onnx: the model imports opset {opset} of the default domain; the installed onnx "
+            f"{_onnx_version()} knows opsets 1 to {newest}, so which GRU version that opset holds is "
+            "unknown (upgrade onnx)"
+        )
+    version = defs.get_schema("GRU", opset, "").since_version
+    if version not in _VERSIONS:
+        *older, newest_gru = _VERSIONS
+        raise FastGRUError(
+            f"from_onnx: the model imports opset {opset}, whose GRU is GRU-{version}; fastgru reads "
+            f"GRU-{', '.join(map(str, older))} and {newest_gru}"
+        )
+    return opset, version
+
+
+def _onnx_version():
+    import onnx
+
+    return onnx.__version__
 
 
 def _find_node(graph, node_name):
@@ -204,8 +294,10 @@ def _find_node(graph, node_name):
         raise FastGRUError(f"from_onnx: the graph has no GRU node (its nodes: {', '.join(kinds) or 'none'})")
     if node_name is None:
         if len(grus) > 1:
-            raise FastGRUError(f"from_onnx: the graph has {len(grus)} GRU nodes: "
-                               f"{'; '.join(map(label, grus))}; pass node_name= (a node or output name)")
+            raise FastGRUError(
+                f"from_onnx: the graph has {len(grus)} GRU nodes: "
+                f"{'; '.join(map(label, grus))}; pass node_name= (a node or output name)"
+            )
         return grus[0]
     for n in grus:
         if node_name == n.name or node_name in n.output:
@@ -246,21 +338,38 @@ def _constant(graph, constants, where, input_name, value_name):
         source = "a graph input"
     else:
         producers = [n for n in graph.node if value_name in n.output]
-        source = (f"the output of node {producers[0].name!r} ({producers[0].op_type})" if producers
-                  else "not defined in the graph")
-    raise FastGRUError(f"{where}: {input_name} is {value_name!r}, {source}; fastgru needs constant weights "
-                       "(initializers or Constant nodes). Fold the graph's constants first (e.g. onnxsim), or make "
-                       "it an initializer")
+        source = (
+            f"the output of node {producers[0].name!r} ({producers[0].op_type})"
+            if producers
+            else "not defined in the graph"
+        )
+    raise FastGRUError(
+        f"{where}: {input_name} is {value_name!r}, {source}; fastgru needs constant weights "
+        "(initializers or Constant nodes). Fold the graph's constants first (e.g. onnxsim), or make "
+        "it an initializer"
+    )
 
 
-def _attributes(node, where):
+def _attributes(node, where, opset, version):
     from onnx import helper
 
     raw = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     for name in raw:
         if name not in _ATTRIBUTES:
-            raise NotImplementedError(f"{where}: attribute {name!r} is not one of ONNX GRU's "
-                                      f"({', '.join(sorted(_ATTRIBUTES))})")
+            raise NotImplementedError(
+                f"{where}: attribute {name!r} is not one of ONNX GRU's ({', '.join(sorted(_ATTRIBUTES))})"
+            )
+        if name not in _VERSIONS[version]:
+            versions = [v for v, names in _VERSIONS.items() if name in names]
+            has = (
+                f"GRU-{versions[0]} and later"
+                if versions[-1] == max(_VERSIONS)
+                else " and ".join(f"GRU-{v}" for v in versions) + " only"
+            )
+            raise FastGRUError(
+                f"{where}: attribute {name!r} does not exist in opset {opset}, whose GRU is "
+                f"GRU-{version}; it is an attribute of {has}"
+            )
     text = {k: v.decode() if isinstance(v, bytes) else v for k, v in raw.items()}
     direction = text.get("direction", "forward")
     if direction not in DIRECTIONS:
@@ -273,11 +382,17 @@ def _attributes(node, where):
         raise FastGRUError(f"{where}: linear_before_reset is {lbr!r}; expected 0 or 1")
     clip = text.get("clip")
     if clip is not None and not clip > 0:  # also NaN
-        raise FastGRUError(f"{where}: clip is {clip!r}; ONNX clips to [-clip, clip] and needs clip > 0 "
-                           "(leave it out for no clipping)")
-    return {"direction": direction, "layout": layout, "linear_before_reset": bool(lbr),
-            "clip": math.inf if clip is None else float(clip), "hidden_size": text.get("hidden_size"),
-            "activations": _activations(text.get("activations"), DIRECTIONS[direction], where)}
+        raise FastGRUError(
+            f"{where}: clip is {clip!r}; ONNX clips to [-clip, clip] and needs clip > 0 (leave it out for no clipping)"
+        )
+    return {
+        "direction": direction,
+        "layout": layout,
+        "linear_before_reset": bool(lbr),
+        "clip": math.inf if clip is None else float(clip),
+        "hidden_size": text.get("hidden_size"),
+        "activations": _activations(text.get("activations"), DIRECTIONS[direction], where),
+    }
 
 
 def _activations(names, d, where):
@@ -286,25 +401,32 @@ def _activations(names, d, where):
         return ("sigmoid", "tanh")
     names = [n.decode() if isinstance(n, bytes) else n for n in names]
     if len(names) != 2 * d:
-        raise FastGRUError(f"{where}: activations is {names!r}; expected {2 * d} names (f and g"
-                           f"{' for each direction' if d == 2 else ''})")
+        raise FastGRUError(
+            f"{where}: activations is {names!r}; expected {2 * d} names (f and g"
+            f"{' for each direction' if d == 2 else ''})"
+        )
     for i, name in enumerate(names):
         if name.lower() not in CODES:  # fastgru's names are ONNX's in lower case
-            raise NotImplementedError(f"{where}: activations[{i}] is {name!r}; fastgru implements Sigmoid, Tanh "
-                                      "and Relu")
-    pairs = {tuple(n.lower() for n in names[i:i + 2]) for i in range(0, len(names), 2)}
+            raise NotImplementedError(
+                f"{where}: activations[{i}] is {name!r}; fastgru implements Sigmoid, Tanh and Relu"
+            )
+    pairs = {tuple(n.lower() for n in names[i : i + 2]) for i in range(0, len(names), 2)}
     if len(pairs) > 1:
-        raise NotImplementedError(f"{where}: activations {names!r} give the two directions different functions; "
-                                  "fastgru runs both directions with one pair (f, g)")
+        raise NotImplementedError(
+            f"{where}: activations {names!r} give the two directions different functions; "
+            "fastgru runs both directions with one pair (f, g)"
+        )
     return pairs.pop()
 
 
 def _fastgru_bias(B, dtype, d, hidden, lbr, where):
-    """fastgru's B (D, 3H or 4H) from ONNX's (D, 6H) = [Wb | Rb] (SPEC.md §3); zeros without B."""
+    """fastgru's B (D, 3H or 4H) from ONNX's (D, 6H) = [Wb | Rb]; zeros without B."""
     gates = 4 if lbr else 3
     if B is None:
         return np.zeros((d, gates * hidden), dtype=dtype)
     if B.shape != (d, 6 * hidden):
-        raise FastGRUError(f"{where}: B has shape {B.shape}; expected (num_directions={d}, 6*hidden_size="
-                           f"{6 * hidden}), [Wb | Rb] (hidden_size from the attribute or R.shape[-1])")
-    return fused_bias(B[:, :3 * hidden], B[:, 3 * hidden:], lbr)
+        raise FastGRUError(
+            f"{where}: B has shape {B.shape}; expected (num_directions={d}, 6*hidden_size="
+            f"{6 * hidden}), [Wb | Rb] (hidden_size from the attribute or R.shape[-1])"
+        )
+    return fused_bias(B[:, : 3 * hidden], B[:, 3 * hidden :], lbr)

@@ -24,7 +24,7 @@ from ._validate import FastGRUError
 _WEIGHT_PORTS = {"GRUSequence": (3, 4, 5), "GRUCell": (2, 3, 4), "AUGRUSequence": (3, 4, 5)}
 _ATTRIBUTES = {"hidden_size", "direction", "linear_before_reset", "activations", "activations_alpha",
                "activations_beta", "clip"}
-#: What ie_internal_opset.AUGRUSequence may carry: its attributes are fixed (SPEC.md §3).
+#: What ie_internal_opset.AUGRUSequence may carry: its attributes are fixed (docs/semantics.md, "The gates").
 _AUGRU_FIXED = {"direction": "forward", "linear_before_reset": False, "activations": ["sigmoid", "tanh"], "clip": 0.0}
 
 
@@ -36,7 +36,7 @@ def _element_types():
         import ml_dtypes
 
         types["bf16"] = np.dtype(ml_dtypes.bfloat16)
-    except ImportError:  # bfloat16 is optional (SPEC.md §5)
+    except ImportError:  # bfloat16 is optional (docs/semantics.md, "Types")
         pass
     return types
 

@@ -1,7 +1,7 @@
 """from_torch: a ``torch.nn.GRU`` (or its state_dict) as a stack of prepared GRUSequence ops.
 
 PyTorch's GRU is GRUSequence-5 with linear_before_reset=True, gate rows in order r, z, n instead
-of z, r, h, and two bias vectors: B = [b_iz + b_hz, b_ir + b_hr, b_in, b_hn] (SPEC.md §3). Layer
+of z, r, h, and two bias vectors: B = [b_iz + b_hz, b_ir + b_hr, b_in, b_hn] (docs/semantics.md, "The gates"). Layer
 k > 0 reads the outputs of layer k - 1, both directions concatenated. torch is imported only to
 recognise modules; a state_dict of NumPy arrays needs no torch at all.
 """
@@ -37,7 +37,7 @@ class TorchGRU:
     ``lengths[b]`` steps only; ``output`` is zero past them and ``h_n`` is the state after the
     last valid step (the reverse direction starts at step ``lengths[b] - 1``), as torch returns
     them after ``pad_packed_sequence``. A length of 0 (which torch does not accept) gives zero
-    outputs and a zero h_n (SPEC.md §4).
+    outputs and a zero h_n (docs/semantics.md, "Sequences").
 
     The results are NumPy arrays of the weights' dtype; input and h0 must have that dtype (a
     TypeError says otherwise). Dropout between layers is a training feature and is not applied,

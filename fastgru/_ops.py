@@ -5,12 +5,20 @@ inputs, on a fast path of plain comparisons that falls back to the full checks o
 ``_validate.validate_call`` (and their messages) when anything differs from what the op expects.
 """
 
-import math
-
 import numpy as np
 
-from ._dispatch import Packed, kernel_array, result_shapes
-from ._validate import FastGRUError, augru_layout, check_lengths, check_out, validate, validate_call
+from ._dispatch import NO_ROWS, Packed
+from ._validate import (
+    DEFAULT,
+    Attributes,
+    FastGRUError,
+    augru_layout,
+    check_lengths,
+    check_out,
+    fits,
+    validate,
+    validate_call,
+)
 
 
 class Described:
@@ -41,13 +49,10 @@ class Described:
 class _Prepared(Described):
     """Shared per-call logic; subclasses name their inputs."""
 
-    def __init__(self, op, layout, weights, **attrs):
+    def __init__(self, op, layout, weights, attributes):
         weights = {name: np.asarray(a) for name, a in weights.items()}
-        self.spec = spec = validate(op, layout, weights, **attrs)
+        self.spec = spec = validate(op, layout, weights, attributes)
         self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
-        self._x_rank = 2 if layout == "cell" else 3
-        self._inputs = spec.input_size
-        self._state_shape = result_shapes(spec, 0, 0)[-1][1:]
 
     def _call(self, X, initial_hidden_state, sequence_lengths=None, A=None, out=None):
         spec = self.spec
@@ -56,7 +61,7 @@ class _Prepared(Described):
             sequence_lengths = np.asarray(sequence_lengths)
         if A is not None:
             A = np.asarray(A)
-        if not self._fast_ok(X, h0, sequence_lengths, A):
+        if not fits(spec, X, h0, sequence_lengths, A):
             arrays = {"X": X, "initial_hidden_state": h0, "sequence_lengths": sequence_lengths, "A": A}
             validate_call(spec, {name: a for name, a in arrays.items() if a is not None})
         elif sequence_lengths is not None:
@@ -66,19 +71,18 @@ class _Prepared(Described):
         results = self._packed.compute(X, h0, sequence_lengths, A, out)
         return results[0] if len(results) == 1 else results
 
-    def _fast_ok(self, X, h0, lengths, A):
-        """Plain comparisons for the common case: every input as the op expects it. Identity of
-        dtypes is enough here (NumPy keeps one instance per native dtype); anything else takes
-        the full checks, which accept it or say what is wrong."""
-        dtype = self.spec.dtype
-        if X.dtype is not dtype or h0.dtype is not dtype or X.ndim != self._x_rank or X.shape[-1] != self._inputs:
-            return False
-        n = X.shape[0]
-        if h0.shape != (n, *self._state_shape):
-            return False
-        if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
-            return False
-        return A is None or (A.dtype == dtype and A.shape == (n, X.shape[1], 1))
+
+class _Sequence(_Prepared):
+    """What the sequence ops add: streams."""
+
+    def stream(self, initial_hidden_state, sequence_lengths=None):
+        """A :class:`Stream` that takes a long sequence chunk by chunk (forward direction only):
+        ``stream(X)`` per chunk, ``stream(X, A)`` for AUGRUSequence.
+
+        ``sequence_lengths`` are those of the whole sequence (default: unbounded, every step of
+        every chunk is valid). See :class:`Stream`.
+        """
+        return Stream(self, initial_hidden_state, sequence_lengths)
 
 
 class GRUCell(_Prepared):
@@ -99,18 +103,18 @@ class GRUCell(_Prepared):
     (2, 4)
     """
 
-    def __init__(self, W, R, B=None, *, hidden_size=None, activations=("sigmoid", "tanh"), activations_alpha=(),
-                 activations_beta=(), clip=math.inf, linear_before_reset=False):
+    def __init__(self, W, R, B=None, *, hidden_size=DEFAULT.hidden_size, activations=DEFAULT.activations,
+                 activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
+                 clip=DEFAULT.clip, linear_before_reset=DEFAULT.linear_before_reset):
         weights = {"W": W, "R": R} if B is None else {"W": W, "R": R, "B": B}
-        super().__init__("GRUCell", "cell", weights, hidden_size=hidden_size, activations=activations,
-                         activations_alpha=activations_alpha, activations_beta=activations_beta, clip=clip,
-                         linear_before_reset=linear_before_reset)
+        super().__init__("GRUCell", "cell", weights, Attributes(hidden_size, "forward", activations, activations_alpha,
+                                                                activations_beta, clip, linear_before_reset))
 
     def __call__(self, X, initial_hidden_state, *, out=None):
         return self._call(X, initial_hidden_state, out=out)
 
 
-class GRUSequence(_Prepared):
+class GRUSequence(_Sequence):
     """A prepared GRUSequence-5: ``op = GRUSequence(W, R, B, ...)``, then
     ``Y, Ho = op(X, initial_hidden_state, sequence_lengths)``.
 
@@ -128,25 +132,19 @@ class GRUSequence(_Prepared):
     ((2, 1, 5, 4), (2, 1, 4))
     """
 
-    def __init__(self, W, R, B, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
-                 activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
-        super().__init__("GRUSequence", "sequence", {"W": W, "R": R, "B": B}, hidden_size=hidden_size,
-                         direction=direction, activations=activations, activations_alpha=activations_alpha,
-                         activations_beta=activations_beta, clip=clip, linear_before_reset=linear_before_reset)
+    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size, direction=DEFAULT.direction,
+                 activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
+                 activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
+                 linear_before_reset=DEFAULT.linear_before_reset):
+        super().__init__("GRUSequence", "sequence", {"W": W, "R": R, "B": B},
+                         Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip,
+                                    linear_before_reset))
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
         return self._call(X, initial_hidden_state, sequence_lengths, out=out)
 
-    def stream(self, initial_hidden_state, sequence_lengths=None):
-        """A :class:`Stream` that takes a long sequence chunk by chunk (forward direction only).
 
-        ``sequence_lengths`` are those of the whole sequence (default: unbounded, every step of
-        every chunk is valid). See :class:`Stream`.
-        """
-        return Stream(self, initial_hidden_state, sequence_lengths)
-
-
-class AUGRUSequence(_Prepared):
+class AUGRUSequence(_Sequence):
     """A prepared AUGRUSequence-10: ``op = AUGRUSequence(W, R, B)``, then
     ``Y, Ho = op(X, initial_hidden_state, sequence_lengths, A)``.
 
@@ -163,17 +161,13 @@ class AUGRUSequence(_Prepared):
     ((2, 5, 4), (2, 4))
     """
 
-    def __init__(self, W, R, B, *, hidden_size=None):
+    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size):
         W = np.asarray(W)
         layout = augru_layout("AUGRUSequence", "W", W)
-        super().__init__("AUGRUSequence", layout, {"W": W, "R": R, "B": B}, hidden_size=hidden_size)
+        super().__init__("AUGRUSequence", layout, {"W": W, "R": R, "B": B}, Attributes(hidden_size))
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, A, *, out=None):
         return self._call(X, initial_hidden_state, sequence_lengths, A, out=out)
-
-    def stream(self, initial_hidden_state, sequence_lengths=None):
-        """A :class:`Stream` that takes a long sequence chunk by chunk, called ``stream(X, A)``."""
-        return Stream(self, initial_hidden_state, sequence_lengths)
 
 
 class Stream:
@@ -186,7 +180,7 @@ class Stream:
 
     Between chunks the state stays in the compute dtype (float32 for float16 and bfloat16), as it
     does between the steps of one call, and a row whose length has run out keeps its state:
-    passing each chunk's Ho to the next call of the op instead would zero it (SPEC.md §4: Ho is
+    passing each chunk's Ho to the next call of the op instead would zero it (docs/semantics.md, "Sequences": Ho is
     zero for a row with no step) and round it to T1 at every chunk.
     """
 
@@ -203,7 +197,7 @@ class Stream:
         self._op, self._packed = op, packed
         self._state = np.array(h0, dtype=packed.compute_dtype).reshape(n, 1, spec.hidden_size)
         self._remaining = lengths.astype(np.int64)
-        self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (SPEC.md §4)
+        self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (docs/semantics.md, "Sequences")
         self.steps = 0
 
     @property
@@ -227,9 +221,12 @@ class Stream:
             raise FastGRUError(f"{spec.op} stream: X has batch_size {n}; expected {self._state.shape[0]}, the "
                                "batch_size of the stream's initial_hidden_state")
         chunk = np.clip(self._remaining, 0, s)
-        y = np.empty((n, 1, s, spec.hidden_size), dtype=packed.compute_dtype)
-        X = kernel_array(X, packed.compute_dtype)
-        packed.run(X, self._state, chunk, arrays.get("A"), y, self._state, keep=True)
+        ct = packed.compute_dtype
+        y = np.empty((n, 1, s, spec.hidden_size), dtype=ct)
+        A = arrays.get("A")
+        att = packed._no_att if A is None else np.array(A, dtype=ct, order="C").reshape(n, s)
+        X = np.array(X, dtype=ct, order="C")
+        packed.run(n, s, (X, self._state, chunk, NO_ROWS, att, y, self._state), keep=True)
         self._remaining -= chunk
         self.steps += s
         return y.astype(spec.dtype, copy=False).reshape(packed.result_shapes(n, s)[0])

@@ -1,24 +1,21 @@
 """fastgru's partner thread: a second worker for one-row calls, kept spinning between calls.
 
-A batch-1 call is bound by streaming its packed weights (1.5 MB for a 256x256 cell), which two
-cores do twice as fast as one, each from its own L2. Sharing the row through Numba's threading
-layer costs a parallel region per call: with TBB, 2.6 µs more than the partner when calls follow
-each other at once (a b1 i256 h256 cell: 17.9 against 15.3 µs), but an empty region measured
-23 µs, and 110 µs after a 50 ms pause, in an earlier stop: as much as such a cell takes on one
-thread (22 µs).
-The partner is one daemon thread that waits for jobs in compiled code without the GIL
-(``_kernels.split.serve``): a call posts its job to a mailbox and runs its own half; the partner,
-spinning, picks the other half up within a microsecond. When it has had no job for
-``FASTGRU_SPIN_US`` microseconds it goes to sleep; a call never waits for it (see ``Partner`` for
-when it is woken), and does both halves itself if the partner comes too late.
+A batch-1 call is bound by streaming its packed weights, which two cores do about twice as fast
+as one, each from its own cache. Sharing the row through Numba's threading layer costs a
+parallel region per call, tens of microseconds after a pause: as much as a 256-unit cell takes on
+one thread. The partner is one daemon thread that waits for jobs in compiled code without the
+GIL (``_kernels.pair.serve``): a call posts its job to a mailbox and runs its own half; the
+partner, spinning, picks the other half up within a microsecond. When it has had no job for
+``FASTGRU_SPIN_US`` microseconds it goes to sleep; a call never waits for it to start (see
+``Partner`` for when it is woken), and does both halves itself if the partner comes too late.
 
 One call at a time uses the partner (others take the usual paths), and only while the process-wide
 thread budget (``_threading``) grants it two threads.
 
-Environment: ``FASTGRU_SPIN_US`` (default 1000): how long the partner spins after its last job
-before it sleeps, burning one core meanwhile as ONNX Runtime's spinning threads do; ``0``: no
-partner, one-row calls share their work through Numba's threading layer (``run_split``). The
-partner needs an x86 CPU (its time-stamp counter times the spinning).
+Environment: ``FASTGRU_SPIN_US`` (default ``_tuning.SPIN_US``, 1000): how long the partner spins
+after its last job before it sleeps, burning one core meanwhile as ONNX Runtime's spinning
+threads do; ``0``: no partner, one-row calls share their work through Numba's threading layer
+(``run_split``). The partner needs an x86 CPU (its time-stamp counter times the spinning).
 """
 
 import atexit
@@ -26,12 +23,12 @@ import os
 import threading
 import time
 
-import numpy as np
 from numba import config
 
+from . import _tuning
 from ._config import kernel
+from ._kernels import pair
 from ._kernels.atomics import X86, cycles
-from ._kernels.split import ASLEEP, MAILBOX_SIZE, NAP, STATE, STOP, serve
 from ._threading import requested
 
 
@@ -44,7 +41,7 @@ def _spin_us(text):
 
 
 #: Microseconds the partner spins without a job before it sleeps; 0: no partner.
-SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", "1000"))
+SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", str(_tuning.SPIN_US)))
 
 
 @kernel()
@@ -59,51 +56,39 @@ def _cycles_per_second():
     return max(0.0, (_cycles() - c0) / (time.perf_counter() - t0))
 
 
-def _mailbox():
-    """A zeroed mailbox starting on a 64-byte line (its state and flags then on lines of their own)."""
-    buf = np.zeros(MAILBOX_SIZE + 8, dtype=np.int64)
-    first = (-buf.ctypes.data // 8) % 8
-    return buf[first: first + MAILBOX_SIZE]
-
-
 class Partner:
-    """The partner thread and its mailbox: ``acquire`` before ``run_pair``, then ``release``; or,
-    when ``acquire`` refuses, ``after_alone`` once the call ran on its own thread. ``nap`` before
-    other parallel work, so that the partner does not spin on a core it needs.
+    """The partner thread and its mailbox: ``with partner.lease(wake) as taken:`` around a one-row
+    call, which runs ``run_pair`` with ``partner.mailbox`` when ``taken``, else alone. ``nap``
+    before other parallel work, so that the partner does not spin on a core it needs.
 
     A sleeping partner takes tens of microseconds to wake, and the wake-up slows the call that
-    wakes it: a b1 i256 h256 cell with 2 ms between calls took 50 µs when it woke the partner
-    first, 32 µs on one thread. So a short call takes the partner only if it spins, and otherwise
-    runs alone and then wakes it if it began within ``FASTGRU_SPIN_US`` of the end of the previous
-    one-row call: in a burst of calls the partner joins from the third call on, and calls spaced
-    further apart neither wait for it nor keep it spinning. A long call (``wake``) wakes it first:
-    the partner takes its part of the steps that remain when it arrives.
+    wakes it. So a short call takes the partner only if it spins, and otherwise runs alone and
+    then wakes it if it began within ``FASTGRU_SPIN_US`` of the end of the previous one-row call:
+    in a burst of calls the partner joins from the third call on, and calls spaced further apart
+    neither wait for it nor keep it spinning. A long call (``wake``) wakes it first: the partner
+    takes its part of the steps that remain when it arrives.
     """
 
     def __init__(self):
         # x86 only: its cycle counter is readable from user space and runs at a constant rate.
         self.enabled = SPIN_US > 0 and not config.DISABLE_JIT and X86
-        self.mailbox = _mailbox()
+        self.mailbox = pair.new_mailbox()
         self._busy = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
         self._last_end = -1.0  # time.perf_counter() at the end of the latest one-row call
-        self._burst = False  # whether the latest acquire came within SPIN_US of that
         #: The thread sleeps (or has not started): set by it when it stops spinning, cleared when
         #: it is woken. A fast path only: the mailbox's ASLEEP, set before, is what counts.
         self.asleep = True
         #: Set once the thread serves (a few milliseconds after ``wake`` starts it).
         self.serving = threading.Event()
 
-    def acquire(self, wake=False):
+    def _acquire(self, wake):
         """Take the partner for one call if no other call has it and it spins, or, with ``wake``,
         sleeps (it is then woken, and joins the call when it can)."""
-        if not self.enabled:
-            return False
-        self._burst = time.perf_counter() - self._last_end < SPIN_US * 1e-6
         if self.asleep and not wake or not self._busy.acquire(blocking=False):
             return False  # the first test is the short way of a call after a pause
-        if not self.asleep and not self.mailbox[ASLEEP]:
+        if not self.asleep and not pair.is_asleep(self.mailbox):
             return True
         if wake:
             self.wake()
@@ -111,16 +96,30 @@ class Partner:
         self._busy.release()
         return False
 
-    def release(self):
-        self._last_end = time.perf_counter()
-        self._busy.release()
+    class _Lease:
+        __slots__ = ("partner", "wake", "taken", "burst")
 
-    def after_alone(self):
-        """After a call that ``acquire`` refused: wake the partner if the call came in a burst
-        and its thread count allows two threads."""
-        if self._burst and requested() > 1:
-            self.wake()
-        self._last_end = time.perf_counter()
+        def __init__(self, partner, wake):
+            self.partner, self.wake = partner, wake
+
+        def __enter__(self):
+            partner = self.partner
+            self.burst = time.perf_counter() - partner._last_end < SPIN_US * 1e-6
+            self.taken = partner.enabled and partner._acquire(self.wake)
+            return self.taken
+
+        def __exit__(self, *exc):
+            partner = self.partner
+            if self.taken:
+                partner._busy.release()
+            elif partner.enabled and self.burst and requested() > 1:
+                partner.wake()  # a call of a burst ran alone: the partner joins the next ones
+            partner._last_end = time.perf_counter()
+            return False
+
+    def lease(self, wake=False):
+        """``with partner.lease(wake) as taken:`` the partner for one one-row call (see the class)."""
+        return Partner._Lease(self, wake)
 
     def wake(self):
         """Start the partner thread, or wake it if it sleeps (it then spins for SPIN_US)."""
@@ -128,22 +127,22 @@ class Partner:
             return
         if self._thread is None:
             self._start()
-        elif self.mailbox[ASLEEP]:
-            self.mailbox[NAP] = 0
+        elif pair.is_asleep(self.mailbox):
+            pair.clear_nap(self.mailbox)
             self._wake.set()
         self.asleep = False
 
     def nap(self):
         """Ask the partner, if it spins, to sleep until the next ``wake``."""
-        if self._thread is not None and not self.mailbox[ASLEEP]:
-            self.mailbox[NAP] = 1
+        if self._thread is not None and not pair.is_asleep(self.mailbox):
+            pair.ask_to_nap(self.mailbox)
 
     def _start(self):
         # Compile (or load) the partner's loop here, as the first call of any kernel does: in the
         # new thread, Numba's compiler would hold the GIL while the caller goes on.
-        stopped = _mailbox()
-        stopped[STATE] = STOP
-        serve(stopped, 0)
+        stopped = pair.new_mailbox()
+        pair.ask_to_stop(stopped)
+        pair.serve(stopped, 0)
         self._thread = threading.Thread(target=self._serve, name="fastgru-partner", daemon=True)
         self._thread.start()
 
@@ -155,20 +154,29 @@ class Partner:
         spin_cycles = int(rate * SPIN_US * 1e-6)
         self.serving.set()
         while True:
-            serve(self.mailbox, spin_cycles)  # without the GIL; returns asleep or stopped
-            if self.mailbox[STATE] == STOP:
+            pair.serve(self.mailbox, spin_cycles)  # without the GIL; returns asleep or stopped
+            if pair.is_stopped(self.mailbox):
                 return
             self.asleep = True
             self._wake.wait()
             self._wake.clear()
             self.asleep = False
 
-    def stop(self):
-        """Stop the thread (at exit): it leaves its loop at once, spinning or asleep."""
-        if self._thread is not None and self._busy.acquire(timeout=1.0):  # no call has it
-            self.mailbox[STATE] = STOP
+    def stop(self, timeout=1.0):
+        """Stop the thread (at exit): it leaves its loop at once, spinning or asleep. Returns whether it
+        has stopped within ``timeout`` seconds (False while a call holds the partner that long)."""
+        self.enabled = False
+        if self._thread is None:
+            return True
+        if not self._busy.acquire(timeout=timeout):
+            return False
+        try:
+            pair.ask_to_stop(self.mailbox)
             self._wake.set()
-            self._thread.join(timeout=1.0)
+            self._thread.join(timeout=timeout)
+            return not self._thread.is_alive()
+        finally:
+            self._busy.release()
 
 
 PARTNER = Partner()

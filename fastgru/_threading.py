@@ -1,13 +1,13 @@
-"""Thread control: the count a calling thread asks for, and a process-wide budget of cores.
+"""Thread control: the count a calling thread asks for, and a process-wide budget of threads.
 
 ``set_num_threads``/``get_num_threads``/``threads`` are Numba's per-thread setting: each Python
 thread has its own count (new threads start at ``NUMBA_NUM_THREADS``, the number of cores by
 default), and every parallel kernel a thread launches uses at most that many.
 
 Several Python threads calling fastgru at once (a thread-pool server) could each launch a
-parallel region and together run more threads than there are cores. The budget prevents it:
-a call that shares its work takes threads from a process-wide pool of ``NUMBA_NUM_THREADS``
-(its own thread included) and gets what is left, at least its own thread; it never waits, so
+parallel region and together run more threads than there are cores. The budget prevents it: a
+call that shares its work leases threads from a process-wide budget of ``BUDGET`` threads (its
+own included) and gets what the running calls leave, at least its own; it never waits, so
 nothing can deadlock. Numba's ``workqueue`` layer cannot run two parallel regions at once, so
 with it a second concurrent call runs on its own thread.
 
@@ -15,11 +15,10 @@ fastgru calls no BLAS (its matrix products are its own kernels), so NumPy's BLAS
 never involved.
 
 The threading layer is Numba's choice (``NUMBA_THREADING_LAYER``), with one help: Numba prefers
-TBB, which degrades gracefully when the cores are busy (PERF_NOTES.md, "Threading layers"), but
-in a virtualenv it cannot find the ``libtbb.so.12`` that ``pip install tbb`` puts in the
-environment's ``lib`` folder, and silently takes OpenMP. Before Numba starts its thread pool,
-fastgru loads that library (or the one OpenVINO ships) when the layer is left to Numba's choice,
-at import (a few milliseconds).
+TBB, which degrades gracefully when the cores are busy, but in a virtualenv it cannot find the
+``libtbb.so.12`` that ``pip install tbb`` puts in the environment's ``lib`` folder, and silently
+takes OpenMP. Before Numba starts its thread pool, fastgru loads that library (or the one
+OpenVINO ships) when the layer is left to Numba's choice, at import (a few milliseconds).
 """
 
 import contextlib
@@ -30,11 +29,11 @@ import sys
 import threading
 
 import numba
-from numba.np.ufunc import parallel as _numba_parallel
 
 from ._validate import FastGRUError
 
-#: Threads all concurrent fastgru calls of the process may use together.
+#: Threads that the calls which share their work hold together, their calling threads included:
+#: NUMBA_NUM_THREADS (by default the number of cores).
 BUDGET = numba.config.NUMBA_NUM_THREADS
 
 _lock = threading.Lock()
@@ -46,9 +45,9 @@ def set_num_threads(n: int) -> None:
 
     Per calling thread: other threads keep their own count. Results do not depend on it.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= BUDGET:
-        raise FastGRUError(f"set_num_threads: n is {n!r}; expected an integer from 1 to "
-                           f"NUMBA_NUM_THREADS={BUDGET}")
+    limit = numba.config.NUMBA_NUM_THREADS
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limit:
+        raise FastGRUError(f"set_num_threads: n is {n!r}; expected an integer from 1 to NUMBA_NUM_THREADS={limit}")
     numba.set_num_threads(n)
 
 
@@ -71,23 +70,11 @@ def threads(n: int):
         numba.set_num_threads(before)
 
 
-def _load_tbb():
-    """Make ``libtbb.so.12`` loadable for Numba's TBB layer, if it is installed and Numba may pick it."""
-    if _numba_parallel._is_initialized or str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb"):
-        return
-    candidates = [os.path.join(sys.prefix, "lib", "libtbb.so.12")]
-    candidates += glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "openvino", "libs",
-                                         "libtbb.so.12"))
-    for path in candidates:
-        if os.path.exists(path):
-            try:
-                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-                return
-            except OSError:
-                continue
-
-
-_load_tbb()  # at import: numba.get_num_threads(), among others, starts Numba's pool
+# ------------------------------------------------------------------------------ Numba's internals
+# Numba has no public way to start its pool ahead, nor a lock-free read of the calling thread's
+# count; these two functions are the only place fastgru touches its private module
+# numba.np.ufunc.parallel (checked with Numba 0.60 to 0.68).
+from numba.np.ufunc import parallel as _numba_parallel  # noqa: E402
 
 
 def start_pool():
@@ -104,25 +91,63 @@ def requested():
     return numba.get_num_threads()
 
 
-def reserve(wanted):
-    """Take up to ``wanted`` threads of the budget for one call; returns how many it got (>= 1).
+def _pool_started():
+    return _numba_parallel._is_initialized
 
-    The caller must ``release`` that number when the call is done.
-    """
+
+# ------------------------------------------------------------------------------ the budget
+
+
+@contextlib.contextmanager
+def lease(wanted):
+    """``with lease(wanted) as granted:`` threads for one call that shares its work: up to ``wanted``
+    of the budget, its calling thread included, and the calling thread's Numba count set to
+    ``granted`` meanwhile. When fewer than two are left, granted is 1: the call runs alone on its
+    own thread, as a serial call does, and holds nothing of the budget. So the calls that share
+    their work never hold more than BUDGET threads together, and no call waits."""
     with _lock:
         if _state["exclusive"] is None:
             # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
             _state["exclusive"] = start_pool() == "workqueue"
-        granted = max(1, min(wanted, BUDGET - _state["busy"]))
-        if granted > 1 and _state["exclusive"] and _state["regions"] > 0:
+        granted = min(wanted, BUDGET - _state["busy"])
+        if granted < 2 or _state["exclusive"] and _state["regions"] > 0:
             granted = 1
-        _state["busy"] += granted
-        _state["regions"] += granted > 1
-        return granted
+        else:
+            _state["busy"] += granted
+            _state["regions"] += 1
+    count = requested()
+    try:
+        if granted != count:
+            numba.set_num_threads(granted)
+        yield granted
+    finally:
+        if granted != count:
+            numba.set_num_threads(count)
+        if granted > 1:
+            with _lock:
+                _state["busy"] -= granted
+                _state["regions"] -= 1
 
 
-def release(granted):
-    """Give back the threads of a ``reserve``."""
-    with _lock:
-        _state["busy"] -= granted
-        _state["regions"] -= granted > 1
+def busy():
+    """Threads the running calls hold now."""
+    return _state["busy"]
+
+
+def _load_tbb():
+    """Make ``libtbb.so.12`` loadable for Numba's TBB layer, if it is installed and Numba may pick it."""
+    if _pool_started() or str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb"):
+        return
+    candidates = [os.path.join(sys.prefix, "lib", "libtbb.so.12")]
+    candidates += glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "openvino", "libs",
+                                         "libtbb.so.12"))
+    for path in candidates:
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return
+            except OSError:
+                continue
+
+
+_load_tbb()  # at import: numba.get_num_threads(), among others, starts Numba's pool

@@ -1,4 +1,4 @@
-"""Every check of the public layer: attributes, dtypes, shapes and values (SPEC.md §2-§6).
+"""Every check of the public layer: attributes, dtypes, shapes and values (docs/semantics.md).
 
 Each check is a small function that raises with a message naming the op, the input or attribute
 by its specification name, what was expected and what came. The ``validate_*`` functions return a
@@ -8,12 +8,12 @@ frozen :class:`Spec` that the dispatch layer trusts.
 import math
 import numbers
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from ._kernels.activations import CODES
-
-DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+from ._codes import ACTIVATIONS as CODES
+from ._codes import NUM_DIRECTIONS as DIRECTIONS
 _T1_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
@@ -21,9 +21,25 @@ class FastGRUError(ValueError):
     """A shape, rank, dimension, attribute value or sequence length that the op cannot take."""
 
 
+class Attributes(NamedTuple):
+    """An op's attributes as the caller gives them, with the specification's defaults: the one place
+    where the defaults are written (the public signatures take them from ``DEFAULT``)."""
+
+    hidden_size: object = None
+    direction: object = "forward"
+    activations: object = ("sigmoid", "tanh")
+    activations_alpha: object = ()
+    activations_beta: object = ()
+    clip: object = math.inf
+    linear_before_reset: object = False
+
+
+DEFAULT = Attributes()
+
+
 @dataclass(frozen=True)
 class Spec:
-    """What an op computes, whatever the batch: attributes, sizes (SPEC.md §2), T1 and layout."""
+    """What an op computes, whatever the batch: attributes, sizes (docs/semantics.md, "Inputs and their shapes"), T1 and layout."""
 
     op: str
     input_size: int
@@ -35,6 +51,8 @@ class Spec:
     linear_before_reset: bool
     dtype: np.dtype  # T1, in native byte order
     layout: str  # a key of LAYOUTS
+    x_rank: int  # X's rank: 2 for the cell, else 3
+    state_shape: tuple  # initial_hidden_state's shape without the batch axis
 
     @property
     def num_directions(self) -> int:
@@ -54,17 +72,14 @@ def _check_hidden_size(op, hidden_size):
 
 
 def _check_direction(op, direction):
-    name = direction.lower() if isinstance(direction, str) else direction
+    name = direction.lower() if isinstance(direction, str) else None
     if name not in DIRECTIONS:
         raise FastGRUError(f"{op}: direction is {direction!r}; expected 'forward', 'reverse' or 'bidirectional'")
     return name
 
 
-_DEFAULT_ACTIVATIONS = ("sigmoid", "tanh")
-
-
 def _check_activations(op, activations):
-    if activations == _DEFAULT_ACTIVATIONS:  # the common case, without the loop below
+    if type(activations) is tuple and activations == DEFAULT.activations:  # the common case, without the loop
         return CODES["sigmoid"], CODES["tanh"]
     if isinstance(activations, str) or not _is_sequence(activations) or len(activations) != 2:
         raise FastGRUError(
@@ -73,7 +88,7 @@ def _check_activations(op, activations):
         )
     codes = []
     for i, name in enumerate(activations):
-        key = name.lower() if isinstance(name, str) else name
+        key = name.lower() if isinstance(name, str) else None
         if key not in CODES:
             raise FastGRUError(f"{op}: activations[{i}] is {name!r}; expected one of 'relu', 'sigmoid', 'tanh'")
         codes.append(CODES[key])
@@ -81,8 +96,8 @@ def _check_activations(op, activations):
 
 
 def _check_alpha_beta(op, name, values):
-    # Accepted for IR compatibility; relu, sigmoid and tanh take no parameters (SPEC.md §3).
-    if values == ():
+    # Accepted for IR compatibility; relu, sigmoid and tanh take no parameters.
+    if type(values) is tuple and not values:
         return
     if isinstance(values, str) or not _is_sequence(values) or len(values) > 2:
         raise FastGRUError(f"{op}: {name} is {values!r}; expected a list of at most two floats")
@@ -92,19 +107,24 @@ def _check_alpha_beta(op, name, values):
 
 
 def _check_clip(op, clip):
-    if clip == math.inf and type(clip) is float:  # the default, without the ABC checks below
+    if type(clip) is float and clip == math.inf:  # the default, without the checks below
         return 0.0
-    if isinstance(clip, bool) or not isinstance(clip, numbers.Real) or math.isnan(clip) or clip < 0:
+    try:
+        value = float(clip) if isinstance(clip, numbers.Real) and not isinstance(clip, bool) else math.nan
+    except OverflowError:  # an integer beyond float's range: beyond every value, so no clipping if positive
+        value = math.inf if clip > 0 else -math.inf
+    if math.isnan(value) or value < 0:
         raise FastGRUError(f"{op}: clip is {clip!r}; expected a number >= 0 (0 or math.inf: no clipping)")
-    return 0.0 if math.isinf(clip) else float(clip)
+    return 0.0 if math.isinf(value) else value
 
 
 def _check_linear_before_reset(op, linear_before_reset):
     if linear_before_reset is False or linear_before_reset is True:
         return linear_before_reset
-    if isinstance(linear_before_reset, (bool, np.bool_)) or linear_before_reset in (0, 1):
-        if isinstance(linear_before_reset, (bool, np.bool_, numbers.Integral)):
-            return bool(linear_before_reset)
+    if isinstance(linear_before_reset, (bool, np.bool_)):
+        return bool(linear_before_reset)
+    if isinstance(linear_before_reset, numbers.Integral) and linear_before_reset in (0, 1):
+        return bool(linear_before_reset)
     raise FastGRUError(f"{op}: linear_before_reset is {linear_before_reset!r}; expected True or False")
 
 
@@ -125,7 +145,7 @@ def _is_t1(dtype):
 
 
 def _check_t1(op, arrays, first_name=None, first=None):
-    """All T1 inputs share one floating dtype (SPEC.md §5); returns it in native byte order.
+    """All T1 inputs share one floating dtype (docs/semantics.md, "Types"); returns it in native byte order.
 
     ``first_name``/``first``: the dtype the inputs must match, when it is known already (the
     weights of a prepared op).
@@ -160,7 +180,7 @@ def _check_t2(op, sequence_lengths):
 
 # -------------------------------------------------------------------------------------------- shapes
 
-# The shape of every input per layout, in the specification's symbols (SPEC.md §2). "G" is 3, or 4
+# The shape of every input per layout, in the specification's symbols (docs/semantics.md, "Inputs and their shapes"). "G" is 3, or 4
 # for B when linear_before_reset; "1" is a literal 1.
 LAYOUTS = {
     "cell": {
@@ -253,7 +273,7 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
 
 
 def check_lengths(op, sequence_lengths, seq_length, first_row=0):
-    """0 <= sequence_lengths <= seq_length (SPEC.md §4); only 0 <= sequence_lengths when
+    """0 <= sequence_lengths <= seq_length (docs/semantics.md, "Sequences"); only 0 <= sequence_lengths when
     seq_length is None (a stream's lengths, whose chunks are yet to come). The message numbers the
     rows from ``first_row`` (a chunk's place in the whole batch)."""
     limit = np.iinfo(np.int64).max if seq_length is None else seq_length
@@ -273,8 +293,8 @@ def check_lengths(op, sequence_lengths, seq_length, first_row=0):
 # ----------------------------------------------------------------------------------------------- ops
 
 
-def _attributes(op, hidden_size, direction, activations, activations_alpha, activations_beta, clip,
-                linear_before_reset):
+def _attributes(op, attributes):
+    hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset = attributes
     hidden_size = _check_hidden_size(op, hidden_size)
     direction = _check_direction(op, direction)
     f_code, g_code = _check_activations(op, activations)
@@ -301,10 +321,9 @@ def _check(op, layout, arrays, hidden_size, direction, linear_before_reset, know
     return dims, dtype
 
 
-def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
-             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+def validate(op, layout, arrays, attributes=DEFAULT):
     """Check a function call, or the weights of a prepared op: ``arrays`` maps specification names
-    to NumPy arrays; return the Spec.
+    to NumPy arrays, ``attributes`` is an Attributes; return the Spec.
 
     ``layout`` names an entry of LAYOUTS. Attributes are checked first, then dtypes, shapes and
     finally the values of sequence_lengths. Sizes come from X (batch, steps, inputs; from W without
@@ -313,16 +332,18 @@ def validate(op, layout, arrays, *, hidden_size=None, direction="forward", activ
     Whether a call is valid depends only on its attributes, shapes and dtypes, and on the values
     of sequence_lengths: a call like one seen before (``_SPECS``) checks only those values.
     """
-    attrs = (hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset)
-    key = _spec_key(op, layout, arrays, attrs)
+    key = _spec_key(op, layout, arrays, attributes)
     spec = _SPECS.get(key)
     if spec is not None:
         if "sequence_lengths" in arrays:
             check_lengths(op, arrays["sequence_lengths"], arrays["X"].shape[1] if "X" in arrays else None)
         return spec
-    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(op, *attrs)
+    hidden_size, direction, f_code, g_code, clip, lbr = _attributes(op, attributes)
     dims, dtype = _check(op, layout, arrays, hidden_size, direction, lbr)
-    spec = Spec(op, dims["input_size"], dims["hidden_size"], direction, f_code, g_code, clip, lbr, dtype, layout)
+    h, d = dims["hidden_size"], DIRECTIONS[direction]
+    state_shape = (h,) if layout in ("cell", "augru2d") else (d, h)
+    spec = Spec(op, dims["input_size"], h, direction, f_code, g_code, clip, lbr, dtype, layout,
+                len(LAYOUTS[layout]["X"]), state_shape)
     if key is not None:
         if len(_SPECS) >= _SPECS_KEPT:
             _SPECS.clear()
@@ -335,17 +356,32 @@ _SPECS = {}
 _SPECS_KEPT = 256
 
 
-def _spec_key(op, layout, arrays, attrs):
+def _spec_key(op, layout, arrays, attributes):
     """What a call's validity depends on, apart from the values of sequence_lengths: op, layout,
     each input's name, shape and dtype (byte order included), and each attribute with its type
     (so that 1.0 is not taken for a valid True). None when an attribute cannot be hashed."""
     shapes = tuple([(name, a.shape, a.dtype) for name, a in arrays.items()])
-    values = tuple([(type(v), tuple(v) if type(v) is list else v) for v in attrs])
+    values = tuple([(type(v), tuple(v) if type(v) is list else v) for v in attributes])
     try:
         hash(values)
     except TypeError:
         return None
     return op, layout, shapes, values
+
+
+def fits(spec, X, h0, lengths, A):
+    """Plain comparisons for the common case of a prepared op's call: every per-call input as the op
+    expects it (dtype identity suffices: NumPy keeps one instance per native dtype). False means:
+    run ``validate_call``, which accepts the call or says what is wrong."""
+    dtype = spec.dtype
+    if X.dtype is not dtype or h0.dtype is not dtype or X.ndim != spec.x_rank or X.shape[-1] != spec.input_size:
+        return False
+    n = X.shape[0]
+    if h0.shape != (n, *spec.state_shape):
+        return False
+    if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
+        return False
+    return A is None or (A.dtype == dtype and A.shape == (n, X.shape[1], 1))
 
 
 def validate_call(spec, arrays):
@@ -356,7 +392,7 @@ def validate_call(spec, arrays):
 
 
 def augru_layout(op, name, array):
-    """The AUGRU layout picked by the rank of ``array`` (SPEC.md §2): initial_hidden_state for the
+    """The AUGRU layout picked by the rank of ``array`` (docs/semantics.md, "Inputs and their shapes"): initial_hidden_state for the
     function, W for a prepared op (its state must then follow)."""
     if array.ndim == 2:
         return "augru2d"

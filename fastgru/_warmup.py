@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from . import _partner
-from ._dispatch import compute_dtype
+from ._dispatch import NO_ROWS, compute_dtype
 from ._ops import GRUSequence
 from ._validate import FastGRUError
 
@@ -26,7 +26,7 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     folder (a fraction of a second, see ``python -m fastgru info``); README, "Serving", has the
     figures (every path of float32 and float64: 96 s to compile, 0.9 s from the cache). A server
     calls this once at start-up so that no request pays for it. float16 and bfloat16 run the
-    float32 kernels (SPEC.md §5).
+    float32 kernels (docs/semantics.md, "Types").
 
     Parameters
     ----------
@@ -49,7 +49,7 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     for ct in computes:
         packed, inputs = _tiny(ct)
         for path in paths:
-            packed.run(*inputs, path=path)
+            packed.run(2, 2, inputs, path=path)
     _partner.PARTNER.wake()  # starts the partner thread: compiles (or loads) its loop
     return time.perf_counter() - start
 
@@ -64,10 +64,9 @@ def _names(what, values, allowed):
 
 
 def _tiny(dtype):
-    """A prepared GRUSequence of hidden_size 2 and its canonical kernel inputs for 2 rows of 2 steps
-    (with attention scores: AUGRU's are the kernels' only other argument, of the same type)."""
+    """A prepared GRUSequence of hidden_size 2 and the kernels' flat arrays for 2 rows of 2 steps (with
+    attention scores: every array of one type serves both GRU and AUGRU)."""
     n, s, i, h = 2, 2, 3, 2
     op = GRUSequence(np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype))
-    y, ho = np.empty((n, 1, s, h), dtype), np.empty((n, 1, h), dtype)
-    return op._packed, (np.zeros((n, s, i), dtype), np.zeros((n, 1, h), dtype), np.full(n, s), np.zeros((n, s), dtype),
-                        y, ho)
+    return op._packed, (np.zeros((n, s, i), dtype), np.zeros((n, 1, h), dtype), np.full(n, s), NO_ROWS,
+                        np.zeros((n, s), dtype), np.empty((n, 1, s, h), dtype), np.empty((n, 1, h), dtype))

@@ -52,8 +52,9 @@ from dask.system import CPU_COUNT
 
 from . import _ops
 from ._dispatch import result_shapes
+from ._docs import shared_docs
 from ._threading import BUDGET, threads
-from ._validate import FastGRUError, augru_layout, check_lengths, validate, validate_call
+from ._validate import DEFAULT, Attributes, FastGRUError, augru_layout, check_lengths, validate, validate_call
 
 #: The default bound on one batch chunk's inputs and outputs (X, initial_hidden_state, A, Y, Ho),
 #: in bytes, once its other axes are whole; ``max_chunk_bytes=`` changes it per call or op.
@@ -66,9 +67,12 @@ __all__ = ["AUGRUSequence", "CACHE_SIZE", "GRUSequence", "MAX_CHUNK_BYTES", "aug
            "threads_per_task"]
 
 
-def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=None, direction="forward",
-                 activations=("sigmoid", "tanh"), activations_alpha=(), activations_beta=(), clip=math.inf,
-                 linear_before_reset=False, max_chunk_bytes=MAX_CHUNK_BYTES):
+@shared_docs
+def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=DEFAULT.hidden_size,
+                 direction=DEFAULT.direction, activations=DEFAULT.activations,
+                 activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
+                 clip=DEFAULT.clip, linear_before_reset=DEFAULT.linear_before_reset,
+                 max_chunk_bytes=MAX_CHUNK_BYTES):
     """Run OpenVINO GRUSequence-5 on batch-chunked dask arrays: :func:`fastgru.gru_sequence`, lazily.
 
     Parameters
@@ -93,19 +97,13 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     Ho : dask.array of shape (batch_size, num_directions, hidden_size)
         Chunked likewise.
 
-    Raises
-    ------
-    FastGRUError
-        When the graph is built, for a wrong shape, rank, attribute or a too-large batch chunk; on
-        compute, for a sequence length outside [0, seq_length].
-    TypeError
-        When the graph is built, for a wrong dtype, or weights given as dask arrays.
+    {DASK_RAISES}
 
     Examples
     --------
     >>> import numpy as np, dask.array as da, fastgru, fastgru.dask
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.standard_normal((6, 5, 3), dtype=np.float32)
+    >>> X = rng.standard_normal((6, 5, 3)).astype(np.float32)
     >>> H0 = np.zeros((6, 1, 4), dtype=np.float32)
     >>> W = rng.standard_normal((1, 12, 3), dtype=np.float32)
     >>> R = rng.standard_normal((1, 12, 4), dtype=np.float32)
@@ -118,18 +116,18 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     >>> bool(np.array_equal(Y.compute(), fastgru.gru_sequence(X, H0, lengths, W, R, B)[0]))
     True
     """
-    attrs = {"hidden_size": hidden_size, "direction": direction, "activations": activations,
-             "activations_alpha": activations_alpha, "activations_beta": activations_beta, "clip": clip,
-             "linear_before_reset": linear_before_reset}
+    attributes = Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip,
+                            linear_before_reset)
     weights = _numpy_weights("gru_sequence", W=W, R=R, B=B)
     inputs = _dask_inputs("gru_sequence", X=X, initial_hidden_state=initial_hidden_state,
                           sequence_lengths=sequence_lengths)
-    spec = validate("gru_sequence", "sequence", {**_stand_ins(inputs), **weights}, **attrs)
-    node = _weights_node("GRUSequence", weights, attrs)
+    spec = validate("gru_sequence", "sequence", {**_stand_ins(inputs), **weights}, attributes)
+    node = _weights_node("GRUSequence", weights, attributes._asdict())
     return _lazy(spec, node, inputs, max_chunk_bytes)
 
 
-def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=None,
+@shared_docs
+def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=DEFAULT.hidden_size,
                    max_chunk_bytes=MAX_CHUNK_BYTES):
     """Run OpenVINO AUGRUSequence-10 on batch-chunked dask arrays: :func:`fastgru.augru_sequence`, lazily.
 
@@ -157,15 +155,9 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     Y : dask.array of shape (batch_size, seq_length, hidden_size) or (batch_size, 1, seq_length, hidden_size)
         Chunked as X along the batch axis, whole along the others; dtype T1.
     Ho : dask.array of shape (batch_size, hidden_size) or (batch_size, 1, hidden_size)
-        Chunked likewise.
+        Chunked as Y along the batch axis.
 
-    Raises
-    ------
-    FastGRUError
-        When the graph is built, for a wrong shape, rank or a too-large batch chunk; on compute,
-        for a sequence length outside [0, seq_length].
-    TypeError
-        When the graph is built, for a wrong dtype, or weights given as dask arrays.
+    {DASK_RAISES}
 
     Examples
     --------
@@ -184,7 +176,7 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     inputs = _dask_inputs("augru_sequence", X=X, initial_hidden_state=initial_hidden_state,
                           sequence_lengths=sequence_lengths, A=A)
     layout = augru_layout("augru_sequence", "initial_hidden_state", inputs["initial_hidden_state"])
-    spec = validate("augru_sequence", layout, {**_stand_ins(inputs), **weights}, hidden_size=hidden_size)
+    spec = validate("augru_sequence", layout, {**_stand_ins(inputs), **weights}, Attributes(hidden_size))
     node = _weights_node("AUGRUSequence", weights, {"hidden_size": hidden_size})
     return _lazy(spec, node, inputs, max_chunk_bytes)
 
@@ -196,9 +188,10 @@ class _Prepared(_ops.Described):
     _kind = None  # the class of fastgru._ops that the workers build
 
     def __init__(self, weights, attrs, max_chunk_bytes):
+        """``attrs``: the keyword attributes of the op's class (all of Attributes', or hidden_size)."""
         weights = _numpy_weights(self._kind, **weights)
         layout = augru_layout(self._kind, "W", weights["W"]) if self._kind == "AUGRUSequence" else "sequence"
-        self.spec = validate(self._kind, layout, weights, **attrs)
+        self.spec = validate(self._kind, layout, weights, Attributes(**attrs))
         self._node = _weights_node(self._kind, weights, attrs)
         self.max_chunk_bytes = max_chunk_bytes
 
@@ -235,13 +228,13 @@ class GRUSequence(_Prepared):
 
     _kind = "GRUSequence"
 
-    def __init__(self, W, R, B, *, hidden_size=None, direction="forward", activations=("sigmoid", "tanh"),
-                 activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False,
-                 max_chunk_bytes=MAX_CHUNK_BYTES):
-        attrs = {"hidden_size": hidden_size, "direction": direction, "activations": activations,
-                 "activations_alpha": activations_alpha, "activations_beta": activations_beta, "clip": clip,
-                 "linear_before_reset": linear_before_reset}
-        super().__init__({"W": W, "R": R, "B": B}, attrs, max_chunk_bytes)
+    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size, direction=DEFAULT.direction,
+                 activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
+                 activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
+                 linear_before_reset=DEFAULT.linear_before_reset, max_chunk_bytes=MAX_CHUNK_BYTES):
+        attributes = Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip,
+                                linear_before_reset)
+        super().__init__({"W": W, "R": R, "B": B}, attributes._asdict(), max_chunk_bytes)
 
     def __call__(self, X, initial_hidden_state, sequence_lengths):
         return self._call(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths)
@@ -267,7 +260,7 @@ class AUGRUSequence(_Prepared):
 
     _kind = "AUGRUSequence"
 
-    def __init__(self, W, R, B, *, hidden_size=None, max_chunk_bytes=MAX_CHUNK_BYTES):
+    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size, max_chunk_bytes=MAX_CHUNK_BYTES):
         super().__init__({"W": W, "R": R, "B": B}, {"hidden_size": hidden_size}, max_chunk_bytes)
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, A):

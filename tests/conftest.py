@@ -13,7 +13,7 @@ try:
     import ml_dtypes
 
     BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # bfloat16 is optional (SPEC.md §5)
+except ImportError:  # bfloat16 is optional (docs/semantics.md, "Types")
     BFLOAT16 = None
 
 
@@ -184,3 +184,58 @@ def make_case(rng, *, op="gru_sequence", batch=3, seq_len=5, input_size=4, hidde
               "R": uniform(*lead, 3 * hidden_size, hidden_size), "B": uniform(*lead, 3 * hidden_size),
               "A": uniform(batch, seq_len, 1, low=0.0, high=1.0)}
     return Case(inputs, attrs)
+
+
+# ------------------------------------------------------------------------------------ kernel paths
+
+#: The kernels a call can run (fastgru/_paths.py calls them by these names).
+KERNELS = ("run_serial", "run_parallel", "run_split", "run_pair")
+
+
+@pytest.fixture
+def kernels_run(monkeypatch):
+    """The kernels that the test's calls ran, in order, by name; "run_pair" is "run_pair+" when the
+    partner thread took the job (else the calling thread ran both halves). Safe from any thread."""
+    from fastgru import _paths
+
+    names = []
+
+    def wrap(kernel, name):
+        def wrapped(*args):
+            result = kernel(*args)
+            names.append(name + "+" if name == "run_pair" and result == 1 else name)
+            return result
+
+        return wrapped
+
+    for name in KERNELS:
+        monkeypatch.setattr(_paths, name, wrap(getattr(_paths, name), name))
+    return names
+
+
+def reach(monkeypatch, path, hoist=True):
+    """Patch fastgru's tuning so that every call of the test takes ``path``, however small: 'serial';
+    'parallel' (a single row: serial); 'split' (a single row split in a Numba parallel region, the
+    partner thread off; more rows: parallel); 'pair' (a single row with the partner thread, which
+    every call wakes; more rows: parallel). ``hoist=False``: X·Wᵀ is computed step by step."""
+    from fastgru import _partner, _tuning
+
+    never = 10**18
+    patches = {"SERIAL_BELOW_FLOPS": never if path == "serial" else 0, "SPLIT_FROM_HIDDEN": never,
+               "SPLIT_FROM_STEPS": 1, "PAIR_FROM_HIDDEN": never, "PAIR_FROM_FLOPS": 0, "PAIR_WAKE_FLOPS": 0}
+    if path == "split":
+        patches["SPLIT_FROM_HIDDEN"] = 1
+        monkeypatch.setattr(_partner.PARTNER, "enabled", False)
+    if path == "pair":
+        patches["PAIR_FROM_HIDDEN"] = 1
+    if not hoist:
+        patches["HOIST_BYTES"] = 0
+    for name, value in patches.items():
+        monkeypatch.setattr(_tuning, name, value)
+
+
+def expected_kernel(path, one_row):
+    """The kernel that ``reach(path)`` runs for a call of one row (batch 1, one direction) or more."""
+    if path == "serial" or (path == "parallel" and one_row):
+        return "run_serial"
+    return {"split": "run_split", "pair": "run_pair"}[path] if one_row else "run_parallel"

@@ -1,4 +1,4 @@
-"""Run one GRU case through OpenVINO itself, to check fastgru against it (SPEC.md §7).
+"""Run one GRU case through OpenVINO itself, to check fastgru against it (docs/semantics.md, "Where fastgru differs from OpenVINO").
 
 Each helper builds a one-operator OpenVINO model for the given arrays (data as Parameters, weights
 as Constants), compiles it for "CPU" with an f32 inference precision hint (this CPU's default is

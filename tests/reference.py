@@ -1,10 +1,10 @@
-"""A plain NumPy reference of GRUCell-3, GRUSequence-5 and AUGRUSequence-10 (SPEC.md).
+"""A plain NumPy reference of GRUCell-3, GRUSequence-5 and AUGRUSequence-10 (docs/semantics.md).
 
-Written to be read next to SPEC.md §3 and §4, not to be fast: one batch row and one time step at
-a time, each formula as it stands there. The signatures are those of SPEC.md §1. It imports
+Written to be read next to docs/semantics.md ("The gates", "Sequences"), not to be fast: one batch row and one time step at
+a time, each formula as it stands there. The signatures are fastgru's. It imports
 nothing from fastgru and checks nothing it does not need in order to run.
 
-Precision (SPEC.md §5): float64 is computed in float64; float32, float16 and bfloat16 in float32,
+Precision (docs/semantics.md, "Types"): float64 is computed in float64; float32, float16 and bfloat16 in float32,
 the last two rounded back to their own type only at the end (the state is carried in float32).
 """
 
@@ -35,7 +35,7 @@ def _activation_pair(activations):
 
 
 def _clip_function(clip):
-    """clip(v) of SPEC.md §3: clamp to [-clip, clip]; clip = inf or 0 means no clipping."""
+    """clip(v) of docs/semantics.md, "The gates": clamp to [-clip, clip]; clip = inf or 0 means no clipping."""
     if clip == 0 or math.isinf(clip):
         return lambda v: v
     return lambda v: np.clip(v, -clip, clip)
@@ -85,7 +85,7 @@ def _sequence(X, H0, lengths, W, R, B, reversed_, f, g, clip, linear_before_rese
     N, S = X.shape[0], X.shape[1]
     D, n = W.shape[0], R.shape[2]
     Y = np.zeros((N, D, S, n), dtype=X.dtype)
-    Ho = np.zeros((N, D, n), dtype=X.dtype)  # stays zero for a row of length 0 (SPEC.md §4)
+    Ho = np.zeros((N, D, n), dtype=X.dtype)  # stays zero for a row of length 0 (docs/semantics.md, "Sequences")
     for d in range(D):
         for b in range(N):
             L = int(lengths[b])

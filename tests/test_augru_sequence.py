@@ -1,5 +1,5 @@
 """fastgru.augru_sequence against the NumPy reference (tests/reference.py): both layouts of
-SPEC.md §2, every dtype and T2 dtype, ragged and empty sizes, attention outside [0, 1], and where
+docs/semantics.md, "Inputs and their shapes", every dtype and T2 dtype, ragged and empty sizes, attention outside [0, 1], and where
 NaN and inf may and may not go."""
 
 import numpy as np
@@ -14,7 +14,7 @@ T2_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint
 
 
 def _shapes(layout, batch, seq_len, hidden_size):
-    """(Y shape, Ho shape) of SPEC.md §2 for a layout."""
+    """(Y shape, Ho shape) of docs/semantics.md, "Inputs and their shapes" for a layout."""
     if layout == "documented":
         return (batch, seq_len, hidden_size), (batch, hidden_size)
     return (batch, 1, seq_len, hidden_size), (batch, 1, hidden_size)
@@ -89,7 +89,7 @@ def test_lengths_zero_and_full(rng, layout):
     (Y, Ho), want = run_both("augru_sequence", case)
     assert_close((Y, Ho), want)
     Y, Ho = Y.reshape(4, 5, 4), Ho.reshape(4, 4)  # both layouts as (N, S, Hs), (N, Hs)
-    assert np.all(Y[[0, 3]] == 0) and np.all(Ho[[0, 3]] == 0)  # L = 0: Ho is zero, not h0 (SPEC.md §4)
+    assert np.all(Y[[0, 3]] == 0) and np.all(Ho[[0, 3]] == 0)  # L = 0: Ho is zero, not h0 (docs/semantics.md, "Sequences")
     assert np.all(Y[2, 2:] == 0) and np.all(Y[2, :2] != 0)
     np.testing.assert_array_equal(Ho[1], Y[1, 4])
     np.testing.assert_array_equal(Ho[2], Y[2, 1])

@@ -24,32 +24,43 @@ def test_kernels_persist_in_fastgru_cache_dir(monkeypatch, tmp_path):
     assert numba.config.CACHE_DIR == before  # other Numba users of the process keep their folder
     assert twice(21) == 42
     folder = _config.cache_folder(twice)
-    assert folder.startswith(str(tmp_path))
+    assert folder.startswith(str(tmp_path / _config.CACHE_TAG))  # a folder of this geometry and these sources
     assert {name.rsplit(".", 1)[-1] for name in os.listdir(folder)} >= {"nbi", "nbc"}
 
 
-def test_unusable_cache_dir_falls_back_to_numba_default(monkeypatch, tmp_path):
+def test_unusable_cache_dir_falls_back_to_the_default_folders(monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setattr(_config, "CACHE_DIR", str(blocker / "cache"))  # cannot be made: a file is in the way
     twice = _config.kernel()(_twice)
     assert twice(2) == 4
-    assert not _config.cache_folder(twice).startswith(str(blocker))
+    folder = _config.cache_folder(twice)
+    assert not folder.startswith(str(blocker)) and _config.CACHE_TAG in folder
 
 
 def test_no_writable_folder_anywhere_compiles_without_cache(monkeypatch, tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    monkeypatch.setattr(_config, "CACHE_DIR", str(blocker / "cache"))
-    monkeypatch.setattr(numba.config, "CACHE_LOCATOR_CLASSES", "UserProvidedCacheLocator")  # nowhere else
+    monkeypatch.setattr(_config, "_writable", lambda folder: False)
     twice = _config.kernel()(_twice)
     assert twice(3) == 6
     assert _config.cache_folder(twice) is None
 
 
+def test_each_geometry_has_a_cache_folder_of_its_own(tmp_path):
+    """A process never loads another geometry's compiled kernels: each has its own folder."""
+    code = "from fastgru import _config; print(_config.cache_root())"
+    folders = set()
+    for isa in ("generic", ""):
+        env = {**os.environ, "FASTGRU_CACHE_DIR": str(tmp_path), "FASTGRU_ISA": isa}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        folders.add(done.stdout.strip())
+    assert len(folders) == 2 and all(f.startswith(str(tmp_path)) for f in folders)
+    assert any("numba-generic-" in f for f in folders)
+
+
 _CALL = textwrap.dedent("""
     import numpy as np, fastgru
-    from fastgru._kernels.gru import run_serial
+    from fastgru._kernels.rows import run_serial
     rng = np.random.default_rng(0)
     h = fastgru.gru_cell(rng.standard_normal((3, 4), dtype=np.float32), np.zeros((3, 5), np.float32),
                          rng.standard_normal((15, 4), dtype=np.float32), rng.standard_normal((15, 5), dtype=np.float32))
@@ -76,8 +87,8 @@ def test_processes_share_a_new_cache_folder(tmp_path):
 
 _WARMUP = textwrap.dedent("""
     import threading, numpy as np, fastgru
-    from fastgru._kernels import gru, split
-    kernels = gru.run_serial, gru.run_parallel, split.run_split, split.run_pair
+    from fastgru._kernels import pair, rows, split
+    kernels = rows.run_serial, rows.run_parallel, split.run_split, pair.run_pair
     def kinds():
         return [sorted({str(sig[0].dtype) for sig in k.signatures}) for k in kernels]
     before = kinds()

@@ -1,11 +1,13 @@
-"""Every error of SPEC.md §6: the exception class, and a message naming the op, the input or
-attribute, what was expected and what came."""
+"""Every error of the error contract (docs/semantics.md): the exception class, and a message naming
+the op, the input or attribute, what was expected and what came."""
 
 import math
 import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastgru
 from fastgru import FastGRUError
@@ -270,3 +272,36 @@ def test_messages_name_the_op_first():
         with pytest.raises(ValueError) as info:
             call()
         assert re.match(r"^(gru_sequence|gru_cell|augru_sequence): ", str(info.value))
+
+
+def test_a_clip_beyond_float_range_is_no_clipping_and_its_negative_an_error():
+    got = _cell(clip=10**400)()
+    np.testing.assert_array_equal(got, _cell()())
+    _raises(_cell(clip=-(10**400)), FastGRUError, "gru_cell: clip is -1000", "expected a number >= 0")
+
+
+#: Attribute values of every kind: huge and odd numbers, NumPy scalars and arrays, containers,
+#: strings, None and an object without any protocol.
+ODD_VALUES = st.one_of(
+    st.integers(-(10**400), 10**400), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+    st.text(max_size=8), st.binary(max_size=4), st.complex_numbers(allow_nan=True),
+    st.lists(st.one_of(st.text(max_size=8), st.integers(), st.floats()), max_size=3).map(tuple),
+    st.lists(st.one_of(st.text(max_size=8), st.floats(), st.lists(st.integers(), max_size=2)), max_size=3),
+    st.sampled_from([np.array(["sigmoid", "tanh"]), np.array([1.0, 2.0]), np.float32(np.nan), np.int64(-3),
+                     np.bool_(True), {"sigmoid": 1}, {1, 2}, object(), float, np.array(3.0)]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["hidden_size", "direction", "activations", "activations_alpha", "activations_beta",
+                             "clip", "linear_before_reset"]), value=ODD_VALUES)
+def test_any_attribute_value_is_accepted_or_refused_clearly(name, value):
+    """Fuzzed attribute values: each call returns, or raises FastGRUError or TypeError naming the op, and
+    the attribute when the value itself is refused (a valid value may make a shape wrong: hidden_size,
+    direction, linear_before_reset); never another exception (OverflowError, an ambiguous truth value...)."""
+    try:
+        _sequence(**{name: value})()
+    except (FastGRUError, TypeError) as error:
+        message = str(error)
+        assert message.startswith("gru_sequence: "), message
+        assert name in message or name in ("hidden_size", "direction", "linear_before_reset"), message

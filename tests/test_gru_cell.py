@@ -55,7 +55,7 @@ def test_clip(rng, dtype, linear_before_reset, clip):
     unclipped = fastgru.gru_cell(**case.inputs, **{**case.attrs, "clip": math.inf})
     if clip == 0.5:
         assert np.abs(got.astype(np.float64) - unclipped).max() > 0.1
-    else:  # 0 and inf both mean no clipping (SPEC.md §3)
+    else:  # 0 and inf both mean no clipping (docs/semantics.md, "The gates")
         np.testing.assert_array_equal(got, unclipped)
 
 

@@ -1,6 +1,6 @@
 """fastgru.gru_sequence against the NumPy reference (tests/reference.py): every direction, dtype,
 activation pair, clip, linear_before_reset, sequence-length pattern and T2 dtype, odd and empty
-sizes, and where NaN and inf may and may not go (SPEC.md §3-§5)."""
+sizes, and where NaN and inf may and may not go (docs/semantics.md)."""
 
 import itertools
 import math
@@ -62,7 +62,7 @@ def test_clip(rng, direction, linear_before_reset, clip):
     unclipped = fastgru.gru_sequence(**case.inputs, **{**case.attrs, "clip": math.inf})
     if clip == 0.5:
         assert np.abs(got[0] - unclipped[0]).max() > 0.1
-    else:  # 0 and inf both mean no clipping (SPEC.md §3)
+    else:  # 0 and inf both mean no clipping (docs/semantics.md, "The gates")
         np.testing.assert_array_equal(got[0], unclipped[0])
 
 
@@ -104,7 +104,7 @@ def test_lengths_zero_and_full(rng, direction, dtype):
                      lengths=[0, 5, 2, 0])
     (Y, Ho), want = run_both("gru_sequence", case)
     assert_close((Y, Ho), want)
-    assert np.all(Y[[0, 3]] == 0) and np.all(Ho[[0, 3]] == 0)  # L = 0: Ho is zero, not h0 (SPEC.md §4)
+    assert np.all(Y[[0, 3]] == 0) and np.all(Ho[[0, 3]] == 0)  # L = 0: Ho is zero, not h0 (docs/semantics.md, "Sequences")
     assert np.all(Y[2, :, 2:] == 0) and np.all(Y[2, :, :2] != 0)  # zero past the length only
     forward, backward = 0, Y.shape[1] - 1
     if direction != "reverse":  # Ho is the state after the last step, t = L - 1

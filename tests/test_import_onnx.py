@@ -26,18 +26,45 @@ DEVIATIONS = Deviations("fastgru vs ONNX Runtime / the ONNX backend test data")
 deviation_summary = DEVIATIONS.fixture()
 
 N, S, I, H = 4, 6, 3, 5
-_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE}
+_ELEM = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+}
+try:
+    import ml_dtypes
+
+    _ELEM[np.dtype(ml_dtypes.bfloat16)] = TensorProto.BFLOAT16
+except ImportError:  # bfloat16 is optional: its test skips
+    pass
 
 
-def gru_model(W, R, B=None, *, layout=None, with_lens=False, with_h0=False, outputs=("Y", "Y_h"), weights="initializer",
-              opset=22, **attrs):
+def gru_model(
+    W,
+    R,
+    B=None,
+    *,
+    layout=None,
+    with_lens=False,
+    with_h0=False,
+    outputs=("Y", "Y_h"),
+    weights="initializer",
+    opset=22,
+    **attrs,
+):
     """A model with one GRU node: graph inputs X (and sequence_lens, initial_h when asked), W, R, B
     as initializers (``weights="initializer"``), Constant nodes ("constant") or graph inputs ("input");
     ``layout`` and the other keywords are the node's attributes."""
     dtype = np.dtype(W.dtype)
     elem = _ELEM[dtype]
-    names = ["X", "W", "R", "B" if B is not None else "", "sequence_lens" if with_lens else "",
-             "initial_h" if with_h0 else ""]
+    names = [
+        "X",
+        "W",
+        "R",
+        "B" if B is not None else "",
+        "sequence_lens" if with_lens else "",
+        "initial_h" if with_h0 else "",
+    ]
     while names[-1] == "":
         names.pop()
     if layout is not None:  # an attribute since opset 14
@@ -65,9 +92,11 @@ def gru_model(W, R, B=None, *, layout=None, with_lens=False, with_h0=False, outp
 def random_weights(rng, *, direction="forward", dtype=np.float32, hidden_size=H, input_size=I):
     d = 2 if direction == "bidirectional" else 1
     scale = 1 / math.sqrt(hidden_size) + 0.5
-    return (uniform(rng, (d, 3 * hidden_size, input_size), scale, dtype),
-            uniform(rng, (d, 3 * hidden_size, hidden_size), scale, dtype),
-            uniform(rng, (d, 6 * hidden_size), 0.5, dtype))
+    return (
+        uniform(rng, (d, 3 * hidden_size, input_size), scale, dtype),
+        uniform(rng, (d, 3 * hidden_size, hidden_size), scale, dtype),
+        uniform(rng, (d, 6 * hidden_size), 0.5, dtype),
+    )
 
 
 # ----------------------------------------------------------------------------------- ONNX Runtime
@@ -100,8 +129,13 @@ def test_random_models_match_onnxruntime(layout, direction, linear_before_reset,
     rng = np.random.default_rng([layout, len(direction), linear_before_reset, len(extras)])
     W, R, B = random_weights(rng, direction=direction)
     d = W.shape[0]
-    kwargs = {"with_lens": "lens" in extras, "with_h0": "h0" in extras, "direction": direction,
-              "linear_before_reset": linear_before_reset, "hidden_size": H}
+    kwargs = {
+        "with_lens": "lens" in extras,
+        "with_h0": "h0" in extras,
+        "direction": direction,
+        "linear_before_reset": linear_before_reset,
+        "hidden_size": H,
+    }
     if "clip" in extras:
         kwargs["clip"] = 0.7
     X = rng.standard_normal((S, N, I) if layout == 0 else (N, S, I)).astype(np.float32)
@@ -119,8 +153,7 @@ def test_random_models_match_onnxruntime(layout, direction, linear_before_reset,
     DEVIATIONS.check(f"onnxruntime layout {layout}", got, want)
 
 
-@pytest.mark.parametrize("activations", [["Tanh", "Relu"], ["Relu", "Sigmoid", "Relu", "Sigmoid"],
-                                         ["sigmoid", "tanh"]])
+@pytest.mark.parametrize("activations", [["Tanh", "Relu"], ["Relu", "Sigmoid", "Relu", "Sigmoid"], ["sigmoid", "tanh"]])
 def test_activations_match_onnxruntime(activations):
     rng = np.random.default_rng(len(activations))
     direction = "bidirectional" if len(activations) == 4 else "forward"
@@ -155,27 +188,173 @@ def test_weights_as_constant_nodes_and_external_data(tmp_path):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
     path = tmp_path / "external.onnx"
-    onnx.save_model(gru_model(W, R, B), os.fspath(path), save_as_external_data=True, location="weights.bin",
-                    size_threshold=0)
+    onnx.save_model(
+        gru_model(W, R, B), os.fspath(path), save_as_external_data=True, location="weights.bin", size_threshold=0
+    )
     assert (tmp_path / "weights.bin").exists()
     for g, w in zip(fastgru.from_onnx(path)(X), want, strict=True):
         np.testing.assert_array_equal(g, w)
 
 
-def test_initializers_listed_as_graph_inputs_and_opset3():
-    """Older exporters list the initializers among the graph inputs too (IR version < 4); GRU-3
-    (which ONNX Runtime no longer runs) has output_sequence, which changes no value."""
+def test_initializers_listed_as_graph_inputs():
+    """Older exporters list the initializers among the graph inputs too (IR version < 4)."""
     rng = np.random.default_rng(11)
     W, R, B = random_weights(rng, direction="reverse")
     model = gru_model(W, R, B, direction="reverse", opset=7)
-    model.graph.input.extend(helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims))
-                             for t in model.graph.initializer)
+    model.graph.input.extend(
+        helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims)) for t in model.graph.initializer
+    )
     feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
     got = fastgru.from_onnx(model)(**feeds)
     DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, feeds))
-    opset3 = fastgru.from_onnx(gru_model(W, R, B, direction="reverse", opset=3, output_sequence=1))(**feeds)
-    for g, w in zip(opset3, got, strict=True):
-        np.testing.assert_array_equal(g, w)
+
+
+# ------------------------------------------------------------------------------- GRU versions, opsets
+
+#: (opset, the GRU version in force there): the first and last opset of each version, and the newest.
+OPSETS = [
+    (1, 1),
+    (2, 1),
+    (3, 3),
+    (6, 3),
+    (7, 7),
+    (13, 7),
+    (14, 14),
+    (21, 14),
+    (22, 22),
+    (onnx.defs.onnx_opset_version(), 22),
+]
+
+
+@pytest.mark.parametrize("opset, version", OPSETS, ids=[f"opset{o}" for o, _ in OPSETS])
+def test_every_gru_version_matches_its_runtime(opset, version):
+    """GRU-7, 14 and 22 against ONNX Runtime; GRU-1 and GRU-3, which ONNX Runtime does not run,
+    against the onnx package's ReferenceEvaluator (which ignores sequence_lens, clip and activations,
+    so the model has none). Each version's own attributes are accepted."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng([opset, version])
+    W, R, B = random_weights(rng, direction="bidirectional")
+    attrs = {"direction": "bidirectional"}
+    if version >= 3:
+        attrs["linear_before_reset"] = 1
+    model = gru_model(W, R, B, opset=opset, **attrs)
+    feeds = {"X": rng.standard_normal((S, N, I)).astype(np.float32)}
+    gru = fastgru.from_onnx(model)
+    assert (gru.opset, gru.version) == (opset, version)
+    got = gru(**feeds)
+    if version >= 7:
+        DEVIATIONS.check("onnxruntime layout 0", got, run_ort(model, feeds))
+    else:
+        DEVIATIONS.check("onnx.reference GRU-1, 3", got, ReferenceEvaluator(model).run(None, feeds))
+    own = {1: {"output_sequence": 1}, 3: {"output_sequence": 0}, 7: {}, 14: {"layout": 0}, 22: {"layout": 0}}[version]
+    if own:  # output_sequence changes no value; layout 0 is the default
+        with_own = fastgru.from_onnx(gru_model(W, R, B, opset=opset, **attrs, **own))(**feeds)
+        for g, w in zip(with_own, got, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize(
+    "opset, attrs, message",
+    [
+        (
+            7,
+            {"layout": 0},
+            r"attribute 'layout' does not exist in opset 7, whose GRU is GRU-7; it is an attribute of "
+            r"GRU-14 and later",
+        ),
+        (13, {"layout": 1}, r"attribute 'layout' does not exist in opset 13, whose GRU is GRU-7"),
+        (3, {"layout": 0}, r"attribute 'layout' does not exist in opset 3, whose GRU is GRU-3"),
+        (
+            1,
+            {"linear_before_reset": 1},
+            r"attribute 'linear_before_reset' does not exist in opset 1, whose GRU is "
+            r"GRU-1; it is an attribute of GRU-3 and later",
+        ),
+        (
+            7,
+            {"output_sequence": 1},
+            r"attribute 'output_sequence' does not exist in opset 7, whose GRU is GRU-7; it is "
+            r"an attribute of GRU-1 and GRU-3 only",
+        ),
+        (22, {"output_sequence": 0}, r"attribute 'output_sequence' does not exist in opset 22, whose GRU is GRU-22"),
+    ],
+)
+def test_an_attribute_of_another_gru_version(opset, attrs, message):
+    W, R, B = random_weights(np.random.default_rng(12))
+    with pytest.raises(FastGRUError, match=f"^from_onnx: GRU node 'gru': {message}"):
+        fastgru.from_onnx(gru_model(W, R, B, opset=opset, **attrs))
+
+
+def test_the_opset_must_be_known():
+    W, R, B = random_weights(np.random.default_rng(13))
+    model = gru_model(W, R, B)
+    del model.opset_import[:]
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(
+        FastGRUError,
+        match=r"^from_onnx: the model imports no opset of the default domain '' "
+        r"\(ai.onnx\), which defines GRU \(its opset imports: 'com.example'\)",
+    ):
+        fastgru.from_onnx(model)
+    model.opset_import.append(helper.make_opsetid("ai.onnx", 14))  # the default domain's other name
+    assert fastgru.from_onnx(model).version == 14
+    newest = onnx.defs.onnx_opset_version()
+    for opset in (newest + 1, 0):
+        with pytest.raises(
+            FastGRUError,
+            match=rf"^from_onnx: the model imports opset {opset} of the default domain; "
+            rf"the installed onnx \S+ knows opsets 1 to {newest}, so which GRU "
+            r"version that opset holds is unknown \(upgrade onnx\)",
+        ):
+            fastgru.from_onnx(gru_model(W, R, B, opset=opset))
+
+
+def test_a_gru_version_fastgru_does_not_know(monkeypatch):
+    """A future onnx may define a GRU-N: fastgru refuses it rather than guess."""
+    W, R, B = random_weights(np.random.default_rng(14))
+    real = onnx.defs.get_schema
+    newest = onnx.defs.onnx_opset_version()
+
+    class Future:
+        since_version = newest
+
+    monkeypatch.setattr(onnx.defs, "get_schema", lambda op, *args: Future if op == "GRU" else real(op, *args))
+    with pytest.raises(
+        FastGRUError,
+        match=rf"^from_onnx: the model imports opset {newest}, whose GRU is "
+        rf"GRU-{newest}; fastgru reads GRU-1, 3, 7, 14 and 22$",
+    ):
+        fastgru.from_onnx(gru_model(W, R, B, opset=newest))
+
+
+@pytest.mark.parametrize("dtype_name, opset", [("float16", 7), ("bfloat16", 22)])
+def test_half_precision_weights(dtype_name, opset):
+    """float16 from GRU-1, bfloat16 from GRU-22 (before it, an error)."""
+    half = np.dtype(np.float16) if dtype_name == "float16" else np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    rng = np.random.default_rng(15)
+    W, R, B = (a.astype(half) for a in random_weights(rng))
+    X = rng.standard_normal((S, N, I)).astype(half)
+    gru = fastgru.from_onnx(gru_model(W, R, B, opset=opset))
+    Y, Y_h = gru(X)
+    assert Y.dtype == Y_h.dtype == half
+    # Computed in float32 and rounded once, as fastgru computes float16 and bfloat16: the bits of a
+    # float32 model of the same values. fastgru's B is of the weights' dtype: ONNX's Wb + Rb is rounded to it.
+    fused = (B[:, : 3 * H] + B[:, 3 * H :]).astype(np.float32)
+    B32 = np.concatenate([fused, np.zeros_like(fused)], axis=1)
+    Y32, Y_h32 = fastgru.from_onnx(gru_model(W.astype(np.float32), R.astype(np.float32), B32, opset=opset))(
+        X.astype(np.float32)
+    )
+    np.testing.assert_array_equal(Y.view(np.uint16), Y32.astype(half).view(np.uint16))
+    np.testing.assert_array_equal(Y_h.view(np.uint16), Y_h32.astype(half).view(np.uint16))
+    if dtype_name == "bfloat16":
+        with pytest.raises(
+            FastGRUError,
+            match=r"^from_onnx: GRU node 'gru': W is bfloat16, a type of GRU-22 "
+            r"\(opset 22\) and later; the model imports opset 21, whose GRU is "
+            r"GRU-14$",
+        ):
+            fastgru.from_onnx(gru_model(W, R, B, opset=21))
 
 
 def test_constant_sequence_lens_and_initial_h_are_the_call_defaults():
@@ -199,10 +378,16 @@ def test_the_object_exposes_the_prepared_op():
     W, R, B = random_weights(rng, direction="bidirectional")
     gru = fastgru.from_onnx(gru_model(W, R, B, direction="bidirectional", linear_before_reset=1, layout=1))
     assert isinstance(gru.op, fastgru.GRUSequence)
-    assert (gru.layout, gru.direction, gru.hidden_size, gru.input_size, gru.node_name) == (1, "bidirectional", H, I,
-                                                                                           "gru")
+    assert (gru.layout, gru.direction, gru.hidden_size, gru.input_size, gru.node_name) == (
+        1,
+        "bidirectional",
+        H,
+        I,
+        "gru",
+    )
     assert gru.op.spec.linear_before_reset
-    assert repr(gru).startswith("OnnxGRU(node_name='gru', layout=1")
+    assert (gru.opset, gru.version) == (22, 22)
+    assert repr(gru).startswith("OnnxGRU(node_name='gru', version=22, layout=1")
     X = rng.standard_normal((N, S, I)).astype(np.float32)
     Y, Y_h = gru(X)
     Y_op, Ho_op = gru.op(X, np.zeros((N, 2, H), np.float32), np.full(N, S))
@@ -235,16 +420,20 @@ def backend_cases():
         return [load_case_dir(os.path.join(root, name)) for name in names]
     node_cases = importlib.import_module("onnx.backend.test.case.node")
     importlib.import_module("onnx.backend.test.case.node.gru")  # defining its class runs the exports
-    return [(c.name, c.model, *c.data_sets[0]) for c in node_cases._NodeTestCases
-            if c.name.startswith("test_gru_") and not c.name.endswith("_expanded")]
+    return [
+        (c.name, c.model, *c.data_sets[0])
+        for c in node_cases._NodeTestCases
+        if c.name.startswith("test_gru_") and not c.name.endswith("_expanded")
+    ]
 
 
 BACKEND_CASES = backend_cases()
 
 
 def test_the_backend_cases_are_found(tmp_path):
-    assert {"test_gru_defaults", "test_gru_seq_length", "test_gru_with_initial_bias",
-            "test_gru_batchwise"} <= {c[0] for c in BACKEND_CASES}
+    assert {"test_gru_defaults", "test_gru_seq_length", "test_gru_with_initial_bias", "test_gru_batchwise"} <= {
+        c[0] for c in BACKEND_CASES
+    }
     # the files' format, as onnx/backend/test/data/node holds them, reads back to the same case
     name, model, inputs, outputs = BACKEND_CASES[0]
     (tmp_path / name / "test_data_set_0").mkdir(parents=True)
@@ -290,9 +479,12 @@ def test_onnx_backend_gru_node_tests(case, tmp_path):
 
 
 def test_a_model_without_a_gru_node():
-    graph = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "g",
-                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["X"], ["Y"])],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+    )
     with pytest.raises(FastGRUError, match=r"from_onnx: the graph has no GRU node \(its nodes: Relu\)"):
         fastgru.from_onnx(helper.make_model(graph))
 
@@ -307,8 +499,11 @@ def two_grus(rng):
 
 def test_several_gru_nodes_need_a_name():
     model = two_grus(np.random.default_rng(6))
-    with pytest.raises(FastGRUError, match=r"has 2 GRU nodes: 'gru' \(outputs Y, Y_h\); 'second' \(outputs Y2, "
-                                           r"Y_h2\); pass node_name="):
+    with pytest.raises(
+        FastGRUError,
+        match=r"has 2 GRU nodes: 'gru' \(outputs Y, Y_h\); 'second' \(outputs Y2, "
+        r"Y_h2\); pass node_name=",
+    ):
         fastgru.from_onnx(model)
     assert fastgru.from_onnx(model, "second").node_name == "second"
     assert fastgru.from_onnx(model, node_name="Y_h").node_name == "gru"  # an output name selects too
@@ -319,38 +514,60 @@ def test_several_gru_nodes_need_a_name():
 def test_weights_from_a_graph_input_or_another_node():
     rng = np.random.default_rng(7)
     W, R, B = random_weights(rng)
-    with pytest.raises(FastGRUError, match=r"GRU node 'gru': W is 'W', a graph input; fastgru needs constant "
-                                           r"weights \(initializers or Constant nodes\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"GRU node 'gru': W is 'W', a graph input; fastgru needs constant "
+        r"weights \(initializers or Constant nodes\)",
+    ):
         fastgru.from_onnx(gru_model(W, R, B, weights="input"))
     model = gru_model(W, R, B)
     model.graph.node[0].input[2] = "R_t"
     model.graph.node.insert(0, helper.make_node("Transpose", ["R_raw"], ["R_t"], name="tr"))
-    with pytest.raises(FastGRUError, match=r"R is 'R_t', the output of node 'tr' \(Transpose\); fastgru needs "
-                                           r"constant weights"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"R is 'R_t', the output of node 'tr' \(Transpose\); fastgru needs "
+        r"constant weights",
+    ):
         fastgru.from_onnx(model)
     model.graph.node[-1].input[2] = "nowhere"
     with pytest.raises(FastGRUError, match=r"R is 'nowhere', not defined in the graph"):
         fastgru.from_onnx(model)
 
 
-@pytest.mark.parametrize("attrs, error, message", [
-    ({"activations": ["HardSigmoid", "Tanh"]}, NotImplementedError,
-     r"activations\[0\] is 'HardSigmoid'; fastgru implements Sigmoid, Tanh and Relu"),
-    ({"activations": ["Sigmoid", "Affine"]}, NotImplementedError, r"activations\[1\] is 'Affine'"),
-    ({"activations": ["Sigmoid", "Tanh", "Sigmoid", "Relu"], "direction": "bidirectional"}, NotImplementedError,
-     r"activations \['Sigmoid', 'Tanh', 'Sigmoid', 'Relu'\] give the two directions different functions; fastgru "
-     r"runs both directions with one pair"),
-    ({"activations": ["Sigmoid", "Tanh"], "direction": "bidirectional"}, FastGRUError,
-     r"activations is \['Sigmoid', 'Tanh'\]; expected 4 names \(f and g for each direction\)"),
-    ({"clip": 0.0}, FastGRUError, r"clip is 0.0; ONNX clips to \[-clip, clip\] and needs clip > 0"),
-    ({"clip": -1.0}, FastGRUError, r"clip is -1.0"),
-    ({"layout": 2}, FastGRUError, r"layout is 2; expected 0 \(time-major\) or 1 \(batch-major\)"),
-    ({"linear_before_reset": 2}, FastGRUError, r"linear_before_reset is 2; expected 0 or 1"),
-    ({"direction": "backward"}, FastGRUError, r"direction is 'backward'; expected 'forward', 'reverse'"),
-    ({"input_forget": 1}, NotImplementedError, r"attribute 'input_forget' is not one of ONNX GRU's"),
-    ({"hidden_size": 7}, FastGRUError, r"B has shape \(1, 30\); expected \(num_directions=1, "
-                                       r"6\*hidden_size=42\)"),
-])
+@pytest.mark.parametrize(
+    "attrs, error, message",
+    [
+        (
+            {"activations": ["HardSigmoid", "Tanh"]},
+            NotImplementedError,
+            r"activations\[0\] is 'HardSigmoid'; fastgru implements Sigmoid, Tanh and Relu",
+        ),
+        ({"activations": ["Sigmoid", "Affine"]}, NotImplementedError, r"activations\[1\] is 'Affine'"),
+        (
+            {"activations": ["Sigmoid", "Tanh", "Sigmoid", "Relu"], "direction": "bidirectional"},
+            NotImplementedError,
+            r"activations \['Sigmoid', 'Tanh', 'Sigmoid', 'Relu'\] give the two directions different functions; "
+            r"fastgru runs both directions with one pair",
+        ),
+        (
+            {"activations": ["Sigmoid", "Tanh"], "direction": "bidirectional"},
+            FastGRUError,
+            r"activations is \['Sigmoid', 'Tanh'\]; expected 4 names \(f and g for each direction\)",
+        ),
+        ({"clip": 0.0}, FastGRUError, r"clip is 0.0; ONNX clips to \[-clip, clip\] and needs clip > 0"),
+        ({"clip": -1.0}, FastGRUError, r"clip is -1.0"),
+        ({"layout": 2}, FastGRUError, r"layout is 2; expected 0 \(time-major\) or 1 \(batch-major\)"),
+        ({"linear_before_reset": 2}, FastGRUError, r"linear_before_reset is 2; expected 0 or 1"),
+        ({"direction": "backward"}, FastGRUError, r"direction is 'backward'; expected 'forward', 'reverse'"),
+        ({"input_forget": 1}, NotImplementedError, r"attribute 'input_forget' is not one of ONNX GRU's"),
+        (
+            {"hidden_size": 7},
+            FastGRUError,
+            r"B has shape \(1, 30\); expected \(num_directions=1, "
+            r"6\*hidden_size=42\)",
+        ),
+    ],
+)
 def test_attribute_errors(attrs, error, message):
     rng = np.random.default_rng(8)
     direction = "bidirectional" if attrs.get("direction") == "bidirectional" else "forward"
@@ -362,11 +579,17 @@ def test_attribute_errors(attrs, error, message):
 def test_weight_shape_errors_name_the_node():
     rng = np.random.default_rng(9)
     W, R, B = random_weights(rng)
-    with pytest.raises(FastGRUError, match=r"^from_onnx: GRU node 'gru': GRUSequence: W has shape \(1, 15, 3\); "
-                                           r"expected \(num_directions=2"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"^from_onnx: GRU node 'gru': GRUSequence: W has shape \(1, 15, 3\); "
+        r"expected \(num_directions=2",
+    ):
         fastgru.from_onnx(gru_model(W, R, np.concatenate([B, B]), direction="bidirectional"))
-    with pytest.raises(FastGRUError, match=r"GRU node 'gru': B has shape \(1, 29\); expected \(num_directions=1, "
-                                           r"6\*hidden_size=30\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"GRU node 'gru': B has shape \(1, 29\); expected \(num_directions=1, "
+        r"6\*hidden_size=30\)",
+    ):
         fastgru.from_onnx(gru_model(W, R, B[:, 1:]))
     with pytest.raises(TypeError, match=r"GRU node 'gru': GRUSequence: R is float64 but W is float32"):
         fastgru.from_onnx(gru_model(W, R.astype(np.float64), B))
@@ -383,17 +606,26 @@ def test_call_errors_use_onnx_shapes(layout):
     W, R, B = random_weights(rng, direction="bidirectional")
     gru = fastgru.from_onnx(gru_model(W, R, B, direction="bidirectional", layout=layout))
     order = "seq_length, batch_size" if layout == 0 else "batch_size, seq_length"
-    with pytest.raises(FastGRUError, match=rf"OnnxGRU: X has rank 2 \(shape \(6, 3\)\); expected \({order}, "
-                                           rf"input_size=3\) \(layout={layout}\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=rf"OnnxGRU: X has rank 2 \(shape \(6, 3\)\); expected \({order}, "
+        rf"input_size=3\) \(layout={layout}\)",
+    ):
         gru(np.zeros((6, 3), np.float32))
     X = np.zeros((S, N, I) if layout == 0 else (N, S, I), np.float32)
     what = "num_directions, batch_size" if layout == 0 else "batch_size, num_directions"
     expected = r"\(2, 4, 5\)" if layout == 0 else r"\(4, 2, 5\)"
-    with pytest.raises(FastGRUError, match=rf"initial_h has shape \(1, 4, 5\); expected \({what}, hidden_size\) = "
-                                           rf"{expected}"):
+    with pytest.raises(
+        FastGRUError,
+        match=rf"initial_h has shape \(1, 4, 5\); expected \({what}, hidden_size\) = "
+        rf"{expected}",
+    ):
         gru(X, initial_h=np.zeros((1, 4, 5), np.float32))
-    with pytest.raises(FastGRUError, match=r"GRUSequence: sequence_lengths\[0\] is 7; expected 0 <= sequence_lengths "
-                                           r"<= seq_length=6"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"GRUSequence: sequence_lengths\[0\] is 7; expected 0 <= sequence_lengths "
+        r"<= seq_length=6",
+    ):
         gru(X, sequence_lens=np.array([7, 1, 1, 1]))
     with pytest.raises(TypeError, match=r"GRUSequence: X is float64 but the op's W is float32"):
         gru(X.astype(np.float64))

@@ -189,7 +189,7 @@ try:
     import ml_dtypes
 
     _ET["bf16"] = ml_dtypes.bfloat16
-except ImportError:  # bfloat16 is optional (SPEC.md §5): its cases skip
+except ImportError:  # bfloat16 is optional (docs/semantics.md, "Types"): its cases skip
     pass
 
 

@@ -1,6 +1,6 @@
 """Inputs the caller owns: any memory layout gives the same answer, and nothing is modified.
 
-SPEC.md §6: non-contiguous, Fortran-ordered, big-endian and read-only arrays are valid inputs and
+docs/semantics.md, "Inputs, outputs and memory": non-contiguous, Fortran-ordered, big-endian and read-only arrays are valid inputs and
 give the same answer as their contiguous copies; no input array is ever modified; calls from
 several Python threads at once give the same answers as serial calls.
 """
@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from conftest import reach
 
 import fastgru
 
@@ -108,12 +109,16 @@ def test_outputs_do_not_share_memory_with_inputs(rng):
         assert not np.shares_memory(Y, a) and not np.shares_memory(Ho, a)
 
 
-@pytest.mark.parametrize("n, h", [(N, H), (8, 40)], ids=["serial-size", "parallel-size"])
-def test_concurrent_calls_from_four_threads_agree_with_serial_calls(n, h):
-    cases = [_sequence_inputs(np.random.default_rng(k), np.float32 if k % 2 else np.float64, n, h) for k in range(8)]
-    serial = [_call(c) for c in cases]
+@pytest.mark.parametrize("path", ["serial", "parallel"])
+def test_concurrent_calls_from_four_threads_agree_with_serial_calls(monkeypatch, kernels_run, path):
+    cases = [_sequence_inputs(np.random.default_rng(k), np.float32 if k % 2 else np.float64, 8, 40) for k in range(8)]
+    with fastgru.threads(1):
+        serial = [_call(c) for c in cases]
+    reach(monkeypatch, path)
+    kernels_run.clear()
     with ThreadPoolExecutor(max_workers=4) as pool:
         concurrent = list(pool.map(_call, cases * 4))
+    assert f"run_{path}" in kernels_run
     for k, got in enumerate(concurrent):
         for g, w in zip(got, serial[k % len(cases)]):
             np.testing.assert_array_equal(g, w)

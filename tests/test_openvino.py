@@ -1,7 +1,7 @@
-"""fastgru against OpenVINO itself (SPEC.md §7): same inputs, same answers up to float rounding.
+"""fastgru against OpenVINO itself (docs/semantics.md, "Where fastgru differs from OpenVINO"): same inputs, same answers up to float rounding.
 
 OpenVINO's CPU plugin runs each case compiled with an f32 inference precision hint
-(tests/openvino_oracle.py). Not run here, for the reasons of SPEC.md §7: batch 0 (OpenVINO
+(tests/openvino_oracle.py). Not run here, for the reasons of docs/semantics.md, "Where fastgru differs from OpenVINO": batch 0 (OpenVINO
 crashes) and ragged AUGRU lengths (the CPU plugin has no implementation). float64 is compared
 with the float32 tolerance, since OpenVINO computes float64 models in float32.
 
@@ -40,7 +40,7 @@ BF16 = pytest.param(
 # differences can grow by a few units over a sequence.
 TOLERANCE = {
     "float32": (1e-5, 2e-6),
-    "float64": (1e-5, 2e-6),  # OpenVINO's float64 is float32 (SPEC.md §7)
+    "float64": (1e-5, 2e-6),  # OpenVINO's float64 is float32 (docs/semantics.md, "Where fastgru differs from OpenVINO")
     "float16": (2e-3, 1e-3),
     "bfloat16": (2e-2, 1e-2),
 }
@@ -182,7 +182,7 @@ def test_gru_sequence_float32(direction, linear_before_reset, request):
     assert 0 in inputs["sequence_lengths"] and 6 in inputs["sequence_lengths"]
     (Y, Ho), _ = run_sequence(inputs, request, np.float32, direction=direction,
                               linear_before_reset=linear_before_reset)
-    # SPEC.md §4, checked against OpenVINO's answer above: length 0 gives Ho = 0 and an all-zero Y row.
+    # docs/semantics.md, "Sequences", checked against OpenVINO's answer above: length 0 gives Ho = 0 and an all-zero Y row.
     empty = inputs["sequence_lengths"] == 0
     assert not Ho[empty].any() and not Y[empty].any()
 
@@ -275,8 +275,8 @@ def augru_case(seed, batch, seq_len, input_size, hidden_size, dtype=np.float32, 
     (1, 1, 1, 1, (0.0, 1.0)),
     (2, 7, 1, 3, (0.0, 1.0)),
     (4, 6, 5, 17, (0.0, 1.0)),
-    (17, 4, 3, 8, (0.0, 1.0)),  # batch >= 16: where OpenVINO's bf16 path goes wrong (SPEC.md §7)
-    (3, 5, 4, 6, (-1.0, 2.0)),  # a outside [0, 1] is used as given, not clamped (SPEC.md §3)
+    (17, 4, 3, 8, (0.0, 1.0)),  # batch >= 16: where OpenVINO's bf16 path goes wrong (docs/semantics.md, "Where fastgru differs from OpenVINO")
+    (3, 5, 4, 6, (-1.0, 2.0)),  # a outside [0, 1] is used as given, not clamped (docs/semantics.md, "The gates")
 ])
 def test_augru_sequence_float32(batch, seq_len, input_size, hidden_size, a_range, request):
     inputs = augru_case(900 + batch * 13 + hidden_size, batch, seq_len, input_size, hidden_size, a_range=a_range)

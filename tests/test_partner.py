@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import fastgru
-from fastgru import _dispatch, _partner
-from fastgru._kernels.split import ASLEEP
+from fastgru import _partner, _paths, _tuning
+from fastgru._kernels import pair
 
 pytestmark = [
     pytest.mark.skipif(not _partner.PARTNER.enabled, reason="no partner thread (FASTGRU_SPIN_US=0 or no JIT)"),
@@ -37,10 +37,12 @@ def _taken(monkeypatch):
     answers = []
 
     def run_pair(*args):
-        answers.append(_dispatch_run_pair(*args))
+        answer = _run_pair(*args)
+        answers.append(answer)
+        return answer
 
-    _dispatch_run_pair = _dispatch.run_pair
-    monkeypatch.setattr(_dispatch, "run_pair", run_pair)
+    _run_pair = _paths.run_pair
+    monkeypatch.setattr(_paths, "run_pair", run_pair)
     return answers
 
 
@@ -64,9 +66,13 @@ def _until_taken(call, want, answers, calls=300, seconds=10.0):
         k += 1
 
 
-def test_a_cell_of_256_units_takes_the_pair_path():
-    op, _, _ = _cell()
-    assert op._packed._path(1, 1) == "pair"
+def test_a_cell_of_256_units_takes_the_pair_path(kernels_run):
+    op, x, h = _cell()
+    _partner.PARTNER.wake()
+    assert _partner.PARTNER.serving.wait(10)
+    for _ in range(20):
+        op(x, h)
+    assert "run_pair+" in kernels_run
 
 
 @pytest.mark.parametrize("lbr", [False, True])
@@ -74,7 +80,7 @@ def test_the_partner_takes_half_and_the_bits_do_not_change(monkeypatch, lbr):
     op, x, h = _cell(lbr=lbr)
     with fastgru.threads(1):
         want = op(x, h)  # one thread: the calling thread runs both halves
-    monkeypatch.setattr(_dispatch, "PAIR_WAKE_FLOPS", 0)  # every call shares its row, waking the partner
+    monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)  # every call shares its row, waking the partner
     answers = _taken(monkeypatch)
     _until_taken(lambda: (op(x, h),), (want,), answers)
     # On a quiet machine the spinning partner takes nearly every job; on a busy one at least some.
@@ -88,11 +94,11 @@ def test_a_sleeping_partner_is_woken_by_a_burst_of_calls_only(monkeypatch):
     _partner.PARTNER.wake()
     assert _partner.PARTNER.serving.wait(10)
     _partner.PARTNER.nap()
-    assert _wait_until(lambda: _partner.PARTNER.mailbox[ASLEEP] == 1)
+    assert _wait_until(lambda: pair.is_asleep(_partner.PARTNER.mailbox))
     time.sleep(2 * _partner.SPIN_US * 1e-6)
     answers = _taken(monkeypatch)
     np.testing.assert_array_equal(op(x, h), want)  # alone: no call ended shortly before
-    assert answers == [] and _partner.PARTNER.mailbox[ASLEEP] == 1
+    assert answers == [] and pair.is_asleep(_partner.PARTNER.mailbox)
     _until_taken(lambda: (op(x, h),), (want,), answers)  # a burst: its first call wakes the partner
     assert sum(answers) > 0
 
@@ -108,8 +114,7 @@ def test_a_sequence_row_with_the_partner_matches_one_thread(monkeypatch):
               np.array([s - 3]), rng.uniform(0, 1, (1, s, 1)).astype(np.float32))
     with fastgru.threads(1):
         want = op(*inputs)
-    assert op._packed._path(1, s) == "pair"
-    monkeypatch.setattr(_dispatch, "PAIR_WAKE_FLOPS", 0)
+    monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)
     answers = _taken(monkeypatch)
     _until_taken(lambda: op(*inputs), want, answers, calls=20)
     assert sum(answers) > 0
@@ -119,7 +124,7 @@ def test_a_sequence_row_with_the_partner_matches_one_thread(monkeypatch):
 def test_a_stream_of_one_row_with_the_partner_equals_one_call(monkeypatch, length):
     """Streams keep a row's state across chunks (the kernels' keep flag), on the pair path too
     (every call shares its row: each wakes the partner rather than run alone)."""
-    monkeypatch.setattr(_dispatch, "PAIR_WAKE_FLOPS", 0)
+    monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)
     rng = np.random.default_rng(4)
     h, i, s = 256, 8, 30
     op = fastgru.GRUSequence(rng.uniform(-.06, .06, (1, 3 * h, i)).astype(np.float32),
@@ -127,7 +132,6 @@ def test_a_stream_of_one_row_with_the_partner_equals_one_call(monkeypatch, lengt
                              rng.uniform(-.06, .06, (1, 4 * h)).astype(np.float32), linear_before_reset=True)
     X, h0 = rng.standard_normal((1, s, i)).astype(np.float32), rng.standard_normal((1, 1, h)).astype(np.float32)
     lengths = np.array([length])
-    assert op._packed._path(1, 10) == "pair"
     answers = _taken(monkeypatch)
     Y, Ho = op(X, h0, lengths)
     stream = op.stream(h0, lengths)
@@ -160,21 +164,21 @@ def test_parallel_work_puts_the_partner_to_sleep():
     # The partner spins for 100 s here: only a nap puts it to sleep within the test.
     done = _python(_CELL + """
     import time
-    from fastgru._kernels.split import ASLEEP
+    from fastgru._kernels import pair
     partner = _partner.PARTNER
     partner.wake()
     assert partner.serving.wait(10)
     op(x, h0)
-    spinning = partner.mailbox[ASLEEP] == 0
+    spinning = not pair.is_asleep(partner.mailbox)
     big = fastgru.GRUSequence(rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32),
                               rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32), np.zeros((1, 192), np.float32))
     X, state = rng.standard_normal((32, 20, 64)).astype(np.float32), np.zeros((32, 1, 64), np.float32)
-    assert big._packed._path(32, 20) == "parallel"
+    assert big._packed.flops(32, 20) >= fastgru._tuning.SERIAL_BELOW_FLOPS
     big(X, state, np.full(32, 20))
     end = time.monotonic() + 5
-    while partner.mailbox[ASLEEP] == 0 and time.monotonic() < end:
+    while not pair.is_asleep(partner.mailbox) and time.monotonic() < end:
         time.sleep(0.001)
-    print(spinning, partner.mailbox[ASLEEP] == 1)
+    print(spinning, pair.is_asleep(partner.mailbox))
     """, FASTGRU_SPIN_US="100000000")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
@@ -182,8 +186,10 @@ def test_parallel_work_puts_the_partner_to_sleep():
 
 def test_spin_us_0_turns_the_partner_off():
     done = _python(_CELL + """
+    from fastgru import _paths
     got = op(x, h0)
-    print(_partner.PARTNER.enabled, op._packed._path(1, 1), partners(), np.array_equal(got, want))
+    print(_partner.PARTNER.enabled, _paths.choose(1, 1, 1, 256, op._packed.flops(1, 1)), partners(),
+          np.array_equal(got, want))
     """, FASTGRU_SPIN_US="0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "serial", "0", "True"]
@@ -199,14 +205,14 @@ def test_a_process_with_a_spinning_partner_exits_at_once():
     # The partner spins for 100 s here, so it is spinning when the process exits.
     done = _python(_CELL + """
     import time
-    from fastgru._kernels.split import ASLEEP
+    from fastgru._kernels import pair
     for _ in range(50):
         assert np.array_equal(op(x, h0), want)
-    print(partners(), _partner.PARTNER.mailbox[ASLEEP], time.monotonic())
+    print(partners(), pair.is_asleep(_partner.PARTNER.mailbox), time.monotonic())
     """, FASTGRU_SPIN_US="100000000")
     assert done.returncode == 0, done.stderr
     count, asleep, printed = done.stdout.split()
-    assert (count, asleep) == ("1", "0")
+    assert (count, asleep) == ("1", "False")
     assert time.monotonic() - float(printed) < 5  # exit took the partner down at once
 
 
@@ -233,3 +239,18 @@ def test_a_forked_child_makes_its_own_partner():
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0", "True", "1", "0"]
+
+
+def test_stop_stops_the_thread_spinning_or_asleep():
+    done = _python(_CELL + """
+    partner = _partner.PARTNER
+    for _ in range(50):
+        op(x, h0)  # a burst: the partner spins
+    spinning = partners() == 1 and not pair.is_asleep(partner.mailbox)
+    thread = partner._thread
+    print(spinning, partner.stop(), thread.is_alive(), partners(), np.array_equal(op(x, h0), want))
+    """.replace("partner = _partner.PARTNER", "from fastgru._kernels import pair\n    partner = _partner.PARTNER"),
+                   FASTGRU_SPIN_US="100000000")
+    assert done.returncode == 0, done.stderr
+    # Stopped, joined, and later calls run without it (alone).
+    assert done.stdout.split() == ["True", "True", "False", "0", "True"]

@@ -1,14 +1,12 @@
-"""Streaming (issue 4): a sequence fed chunk by chunk gives the bits of one call, and a prepared
-cell stepped in place allocates nothing."""
-
-import tracemalloc
+"""Streaming: a sequence fed chunk by chunk gives the bits of one call (a cell stepped in place
+allocating nothing: tests/test_allocation.py)."""
 
 import numpy as np
 import pytest
 from conftest import DTYPES
 
 import fastgru
-from fastgru import FastGRUError, _dispatch
+from fastgru import FastGRUError, _tuning
 
 N, I, H = 6, 5, 12
 LENGTHS = np.array([23, 0, 5, 17, 1, 11])  # ragged, 0 and the full length included
@@ -35,7 +33,7 @@ def _chunks(steps, rng):
 @pytest.mark.parametrize("shared", [False, True], ids=["serial", "parallel"])
 def test_gru_stream_equals_one_call(monkeypatch, dtype, lbr, shared):
     if shared:  # the rows shared among threads: the keep flag of the parallel kernel
-        monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", 0)
+        monkeypatch.setattr(_tuning, "SERIAL_BELOW_FLOPS", 0)
     rng = np.random.default_rng(0)
     S = int(LENGTHS.max())
     W, R, B = _weights(rng, dtype, lbr)
@@ -48,7 +46,7 @@ def test_gru_stream_equals_one_call(monkeypatch, dtype, lbr, shared):
     assert stream.steps == S
     np.testing.assert_array_equal(np.concatenate(ys, axis=2), Y)
     np.testing.assert_array_equal(stream.Ho, Ho)
-    assert stream.Ho.dtype == Ho.dtype and not np.any(stream.Ho[1])  # length 0: zero (SPEC.md §4)
+    assert stream.Ho.dtype == Ho.dtype and not np.any(stream.Ho[1])  # length 0: zero (docs/semantics.md, "Sequences")
 
 
 @pytest.mark.parametrize("layout", ["augru2d", "sequence"])
@@ -119,30 +117,3 @@ def test_stream_errors():
     with pytest.raises(FastGRUError, match=r"AUGRUSequence stream: A is missing; expected stream\(X, A\)"):
         augru(np.zeros((N, 3, I), np.float32))
     assert stream.steps == 0  # nothing was fed by the failed calls
-
-
-def test_cell_steps_in_place_without_allocating():
-    """``cell(x_t, h, out=h)`` allocates no array: tracemalloc's peak over the steps stays below a
-    quarter of one state (4 KiB of 16 KiB here; what remains are Python's small objects, such as
-    views)."""
-    rng = np.random.default_rng(5)
-    n, i, h = 4, 32, 1024
-    scale = 1 / np.sqrt(h)
-    cell = fastgru.GRUCell(*(rng.uniform(-scale, scale, shape).astype(np.float32)
-                             for shape in ((3 * h, i), (3 * h, h), (3 * h,))))
-    X = rng.standard_normal((6, n, i)).astype(np.float32)
-    state = np.zeros((n, h), np.float32)
-    cell(X[0], state, out=state)  # the first call makes the cell's buffer of ones (its sequence_lengths)
-    want = state.copy()
-    for x in X[1:]:
-        want = cell(x, want)
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        for x in X[1:]:
-            assert cell(x, state, out=state) is state
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    assert peak < state.nbytes / 4, f"{peak} bytes allocated during the steps"
-    np.testing.assert_array_equal(state, want)

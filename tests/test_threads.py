@@ -1,6 +1,7 @@
 """Thread control (issue 4): a per-thread count, the same bits for any count, and concurrent calls
 that neither deadlock nor take more threads than the process's budget, on every threading layer."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -13,15 +14,9 @@ import numpy as np
 import pytest
 
 import fastgru
-from fastgru import FastGRUError, _dispatch, _partner, _threading
+from conftest import expected_kernel, reach
 
-
-@pytest.fixture
-def share_work(monkeypatch):
-    """Every call shares its work among threads, however small (these tests' shapes are); a single
-    row wakes the partner thread rather than run alone."""
-    monkeypatch.setattr(_dispatch, "SERIAL_BELOW_FLOPS", 0)
-    monkeypatch.setattr(_dispatch, "PAIR_WAKE_FLOPS", 0)
+from fastgru import FastGRUError, _partner, _threading
 
 
 def _op(rng, n=6, s=20, i=8, h=64, direction="forward"):
@@ -67,55 +62,58 @@ def test_bad_thread_counts(n):
                                              (dict(n=1, h=256), "split"),
                                              (dict(n=3, direction="bidirectional"), "parallel")],
                          ids=["rows", "one-row-with-the-partner", "one-row-split", "bidirectional"])
-def test_same_bits_for_any_thread_count(shape, path, share_work, monkeypatch):
+def test_same_bits_for_any_thread_count(shape, path, monkeypatch, kernels_run):
     if path == "pair" and not _partner.PARTNER.enabled:
         pytest.skip("no partner thread here")
-    if path == "split":
-        monkeypatch.setattr(_partner.PARTNER, "enabled", False)
+    reach(monkeypatch, path)
     op, inputs = _op(np.random.default_rng(0), **shape)
-    assert op._packed._path(shape["n"], 20) == path
     results = []
     for count in range(1, numba.config.NUMBA_NUM_THREADS + 1):
+        kernels_run.clear()
         with fastgru.threads(count):
             results.append(op(*inputs))
+        if count > 1:
+            one_row = shape["n"] == 1
+            assert [name.rstrip("+") for name in kernels_run] == [expected_kernel(path, one_row)]
     for got in results[1:]:
         for g, w in zip(got, results[0], strict=True):
             np.testing.assert_array_equal(g, w)
 
 
-def test_budget_grants_what_is_left_and_at_least_one():
+def test_a_lease_grants_what_is_left_or_runs_alone():
     budget = _threading.BUDGET
-    first = _threading.reserve(budget)
-    try:
-        assert first == budget
-        second = _threading.reserve(budget)
-        assert second == 1  # the budget is spent: the call runs on its own thread
-        _threading.release(second)
-    finally:
-        _threading.release(first)
-    again = _threading.reserve(budget)
-    _threading.release(again)
-    assert again == budget and _threading._state["busy"] == 0
+    with _threading.lease(budget) as first:
+        assert first == budget and _threading.busy() == budget
+        with _threading.lease(budget) as second:
+            assert second == 1  # the budget is spent: the call runs alone, outside the budget
+            assert _threading.busy() == budget
+    assert _threading.busy() == 0
 
 
-def test_many_python_threads_at_once_give_serial_answers(share_work, monkeypatch):
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
+def test_many_python_threads_at_once_give_serial_answers(monkeypatch):
     """A thread-pool server: 8 Python threads calling at once, on the parallel, pair and serial
-    paths; the calls that share their work never hold more threads than the budget."""
+    paths; the calls that share their work never hold more than the budget together."""
+    reach(monkeypatch, "pair")
     rng = np.random.default_rng(1)
     cases = [_op(rng, n=6), _op(rng, n=1, h=256), _op(rng, n=3, direction="bidirectional"), _op(rng, n=2, s=1)]
     with fastgru.threads(1):
         want = [op(*inputs) for op, inputs in cases]
     grants, over = [], []
+    lease = _threading.lease
 
-    def reserve(wanted, _reserve=_threading.reserve):
-        granted = _reserve(wanted)
-        with _threading._lock:
+    @contextlib.contextmanager
+    def watched(wanted):
+        with lease(wanted) as granted:
+            busy = _threading.busy()  # read inside the lease: this call's grant is counted in it
             grants.append(granted)
-            if granted > 1 and _threading._state["busy"] > _threading.BUDGET:
-                over.append(_threading._state["busy"])
-        return granted
+            if busy > _threading.BUDGET:
+                over.append(busy)
+            yield granted
 
-    monkeypatch.setattr(_dispatch, "reserve", reserve)
+    from fastgru import _paths
+
+    monkeypatch.setattr(_paths, "lease", watched)
 
     def call(k):
         op, inputs = cases[k % len(cases)]
@@ -125,16 +123,16 @@ def test_many_python_threads_at_once_give_serial_answers(share_work, monkeypatch
         for k, got in pool.map(call, range(64), timeout=120):
             for g, w in zip(got, want[k % len(cases)], strict=True):
                 np.testing.assert_array_equal(g, w)
-    # A call granted more than its own thread stays within the budget; some calls were.
+    # The calls that share their work stay within the budget; some calls did share it.
     assert over == [] and max(grants) > 1
-    assert _threading._state == {"busy": 0, "regions": 0, "exclusive": _threading._state["exclusive"]}
+    assert _threading.busy() == 0
 
 
 _CONCURRENT = textwrap.dedent("""
     import sys
     from concurrent.futures import ThreadPoolExecutor
     import numba, numpy as np, fastgru
-    fastgru._dispatch.SERIAL_BELOW_FLOPS = 0  # every call shares its work
+    fastgru._tuning.SERIAL_BELOW_FLOPS = 0  # every call shares its work
     rng = np.random.default_rng(0)
     h = 64
     W = rng.uniform(-.1, .1, (1, 3 * h, 8)).astype(np.float32)
@@ -165,7 +163,7 @@ def test_concurrent_calls_on_each_threading_layer(layer):
 def test_the_kernels_release_the_gil():
     # Calls from several Python threads (a thread-pool server, a Dask worker's tasks) overlap only
     # if the kernel calls release the GIL; the partner thread serves without it.
-    from fastgru._kernels import gru, split
+    from fastgru._kernels import pair, rows, split
 
-    kernels = gru.run_serial, gru.run_parallel, split.run_split, split.run_pair, split.serve
+    kernels = rows.run_serial, rows.run_parallel, split.run_split, pair.run_pair, pair.serve
     assert all(kernel.targetoptions.get("nogil") for kernel in kernels)

@@ -96,7 +96,7 @@ def activate(v, lo, hi, code):
 
 @kernel()
 def clip(v, lo, hi, c):
-    """Clamp v[lo:hi] to [-c, c] in place (SPEC.md §3); NaN passes through."""
+    """Clamp v[lo:hi] to [-c, c] in place (docs/semantics.md, "The gates"); NaN passes through."""
     for j in range(lo, hi):
         x = load(v, j)
         x = c if x > c else x

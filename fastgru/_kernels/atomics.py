@@ -77,21 +77,6 @@ def atomic_swap(typingctx, array, index, expected, new):
 
 
 @intrinsic
-def atomic_claim(typingctx, array, index):
-    """Set array[index] from 0 to 1 atomically; True if this call did it (compare-and-swap)."""
-    if array.dtype != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
-        i64 = ir.IntType(64)
-        pair = builder.cmpxchg(ptr, ir.Constant(i64, 0), ir.Constant(i64, 1), "seq_cst", "seq_cst")
-        return builder.extract_value(pair, 1)
-
-    return types.boolean(array, index), codegen
-
-
-@intrinsic
 def cycles(typingctx):
     """The processor's cycle counter (x86: the time-stamp counter, which runs at a constant rate)."""
 
@@ -161,6 +146,3 @@ if config.DISABLE_JIT:  # pure Python: one thread runs the kernels, plain operat
             array[index] = new
             return True
         return False
-
-    def atomic_claim(array, index):  # noqa: F811
-        return atomic_swap(array, index, 0, 1)

@@ -1,10 +1,11 @@
 """A register-tiled matrix-product micro-kernel, written at the LLVM level.
 
 LLVM does not turn loop-carried scalar accumulators into vector registers, so a plain Numba loop
-nest keeps its partial sums in memory and stays far below the FMA rate (PERF_NOTES.md §1). This
+nest keeps its partial sums in memory and stays far below the FMA rate. This
 intrinsic holds an MR x (NP·NV·lanes) tile of C in vector registers for the whole k loop, and
-issues one fused multiply-add per register per k. Vectors are 64 bytes wide (16 float32 or 8
-float64): one AVX-512 register, or two AVX2 ones where LLVM legalises them.
+issues one fused multiply-add per register per k. Vectors are ``VECTOR_BYTES`` wide, the
+geometry's (``fastgru._isa``): 64 bytes for AVX-512, 32 for AVX2, 16 elsewhere; the geometry's
+tiles are sized so that the accumulators fit the target's vector registers.
 
 Every element of C receives the same sequence of operations, c = fma(a[k], b[k], c) for
 k = 0, 1, ..., whatever MR, NP and NV are, so tiling never changes a result's bits.
@@ -15,7 +16,10 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-VECTOR_BYTES = 64
+from .._isa import GEOMETRY
+
+#: Bytes of one vector register of this process's geometry.
+VECTOR_BYTES = GEOMETRY.vector_bytes
 
 
 def lanes(dtype):

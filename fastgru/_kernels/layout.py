@@ -1,0 +1,186 @@
+"""Where everything lives: the call descriptor, the packed weights, the panels and the scratch.
+
+Every kernel takes C-contiguous arrays of the compute dtype, X and the states of rank 3, Y of rank
+4, att of rank 2, the rest flat, and reads them all by flat offsets: their shapes do not matter,
+only a **call descriptor** ``call`` (int64, fields ``CALL_FIELDS``) says how to read them, so
+that one compiled kernel serves every layout (the ops', and torch's time-major one). N batch
+rows, S steps, I inputs, D directions, H hidden units:
+
+X          input data; row b, step t, input k at ``b*x_row + t*x_step + k``.
+h0, ho     initial and final states; row b, direction d, unit j at ``r*s_row + d*s_dir + j``, with
+           r = state_rows[b] when ``state_rows`` is not empty (a state pool's streams), else r = b.
+           ho may be h0 (states updated in place).
+lengths    int64 (N,): sequence_lengths, already checked to lie in [0, S].
+state_rows int64: empty, or the state row of each batch row.
+att        AUGRU attention scores a, row b, step t at b*S + t; empty for a plain GRU.
+y          output; row b, direction d, step t, unit j at ``b*y_row + d*y_dir + t*y_step + j``, every
+           element written (zero past each row's length). When S is 1 and y is ho, the cell's case,
+           it is written twice with the same values.
+weights    ``pack_weights``' flat array: Wᵀ, then Rᵀ, in panels, then the bias (D, 4, H).
+call       the descriptor: sizes, attributes (reverse: bit d set when direction d runs t = L-1,
+           ..., 0; lbr; f and g activation codes; keep: a row of length 0 keeps its initial state in
+           ho, for streams and pools, instead of zero; hoist: a task computes X·Wᵀ + bias for all its
+           rows and steps first) and strides.
+clip       float: clip (0: none).
+work,iwork the task's float and int64 scratch (``rows_scratch``, ``split_scratch``).
+
+Gate columns are laid out z, r, h without padding (gate g, unit j at column g*H + j). A **panel**
+is NR columns (the geometry's panel width); the 3H columns are padded once to P = ceil(3H / NR)
+panels, and a panel of Wᵀ or Rᵀ holds, for every k, its NR columns' weights, zero past 3H, so
+that products stream memory in order.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+from .._config import kernel
+from .._isa import GEOMETRY
+from .memory import LINE_BYTES, load, store
+
+#: Vectors per panel and bytes per vector (the geometry's, fixed when the kernels compile).
+PANEL_VECTORS = GEOMETRY.panel_vectors
+VECTOR_BYTES = GEOMETRY.vector_bytes
+
+#: The call descriptor's fields, in order.
+CALL_FIELDS = ("n_rows seq_length n_inputs n_hidden n_dirs reverse lbr f_code g_code keep hoist "
+               "x_row x_step y_row y_dir y_step s_row s_dir").split()
+Call = namedtuple("Call", CALL_FIELDS)
+#: Where each field sits in the descriptor array (CALL["hoist"] is the index of hoist).
+CALL = {name: i for i, name in enumerate(CALL_FIELDS)}
+
+#: The panels of H hidden units: panel width NR, P panels of 3H columns, P1 panels of the z and r
+#: columns [0, 2H), and the first panel P2 holding h columns.
+Panels = namedtuple("Panels", "nr n p1 p2")
+
+#: Offsets in the float scratch of ``rows.run_rows``: products C (z, r and, for
+#: linear_before_reset, h) and C2 (h otherwise), packed rows A, r ⊙ H rows M, states, X·Wᵀ + bias,
+#: the end.
+RowsScratch = namedtuple("RowsScratch", "c c2 a m state xg end")
+#: Offsets in its int64 scratch: rows by decreasing length, the chunk's times, row offsets for
+#: packing, counts of each length, the end.
+RowsIndex = namedtuple("RowsIndex", "order times offsets counts end")
+
+#: Offsets in the float scratch of a split row (``split.py``): X·Wᵀ + bias of every step, the two
+#: workers' packed rows of X, the state (two copies: before and after a step), r ⊙ H, C, C2, the end.
+SplitScratch = namedtuple("SplitScratch", "xg packed state rh c c2 end")
+#: Offsets in its int64 scratch: claims (two per item), halves done per item, workers present,
+#: the two workers' row offsets for packing, the end.
+SplitIndex = namedtuple("SplitIndex", "claims done present offsets end")
+
+
+@kernel()
+def read_call(call):
+    """The descriptor array as a Call."""
+    return Call(call[0], call[1], call[2], call[3], call[4], call[5], call[6], call[7], call[8], call[9], call[10],
+                call[11], call[12], call[13], call[14], call[15], call[16], call[17])
+
+
+@kernel()
+def panels(n_hidden, itemsize):
+    """The Panels of H hidden units for elements of ``itemsize`` bytes."""
+    nr = PANEL_VECTORS * (VECTOR_BYTES // itemsize)
+    return Panels(nr, (3 * n_hidden + nr - 1) // nr, (2 * n_hidden + nr - 1) // nr, 2 * n_hidden // nr)
+
+
+@kernel()
+def _lines(count, itemsize):
+    """``count`` elements rounded up to whole 64-byte lines (every scratch buffer starts on one)."""
+    line = LINE_BYTES // itemsize
+    return -(-count // line) * line
+
+
+@kernel()
+def w_start(c, d, nr, n_panels):
+    """Where direction d's panels of Wᵀ start in the packed weights."""
+    return d * n_panels * c.n_inputs * nr
+
+
+@kernel()
+def r_start(c, d, nr, n_panels):
+    """Where direction d's panels of Rᵀ start in the packed weights."""
+    return c.n_dirs * n_panels * c.n_inputs * nr + d * n_panels * c.n_hidden * nr
+
+
+@kernel()
+def bias_start(c, d, nr, n_panels):
+    """Where direction d's bias [Bz, Br, Bh or Wbh, 0 or Rbh] (4H) starts in the packed weights."""
+    return c.n_dirs * n_panels * (c.n_inputs + c.n_hidden) * nr + d * 4 * c.n_hidden
+
+
+@kernel()
+def state_at(c, state_rows, b, d):
+    """Where row b's state of direction d starts in h0 and ho."""
+    r = load(state_rows, b) if state_rows.size > 0 else b
+    return r * c.s_row + d * c.s_dir
+
+
+@kernel()
+def rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize, chunk_rows):
+    """The RowsScratch and RowsIndex of ``n_rows`` rows, ``chunk_rows`` at a time."""
+    p = panels(n_hidden, itemsize)
+    chunk = min(n_rows, chunk_rows)
+    packed_rows = min(chunk_rows, n_rows * seq_length) if hoist else chunk
+    o_c2 = _lines(chunk * p.n * p.nr, itemsize)
+    o_a = o_c2 + _lines(chunk * (p.n - p.p2) * p.nr, itemsize)
+    o_m = o_a + _lines(max(n_hidden, n_inputs, 1) * max(packed_rows, 1), itemsize)
+    o_state = o_m + _lines(chunk * n_hidden, itemsize)
+    o_xg = o_state + _lines(n_rows * n_hidden, itemsize)
+    o_end = o_xg + _lines((n_rows * seq_length if hoist else chunk) * p.n * p.nr, itemsize)
+    floats = RowsScratch(0, o_c2, o_a, o_m, o_state, o_xg, o_end)
+    o_offsets = n_rows + chunk
+    o_counts = o_offsets + max(packed_rows, chunk)
+    ints = RowsIndex(0, n_rows, o_offsets, o_counts, o_counts + seq_length + 1)
+    return floats, ints
+
+
+@kernel()
+def split_scratch(seq_length, n_inputs, n_hidden, itemsize, chunk_rows):
+    """The SplitScratch and SplitIndex of a row of S steps split over two workers."""
+    p = panels(n_hidden, itemsize)
+    o_packed = _lines(seq_length * p.n * p.nr, itemsize)
+    o_state = o_packed + 2 * _lines(max(1, n_inputs) * min(chunk_rows, max(seq_length, 1)), itemsize)
+    o_rh = o_state + _lines(2 * n_hidden, itemsize)
+    o_c = o_rh + _lines(n_hidden, itemsize)
+    o_c2 = o_c + p.n * p.nr
+    o_end = o_c2 + (p.n - p.p2) * p.nr
+    items = 1 + 2 * seq_length  # the projection, then up to two phases per step
+    floats = SplitScratch(0, o_packed, o_state, o_rh, o_c, o_c2, o_end)
+    ints = SplitIndex(0, 2 * items, 3 * items, 3 * items + 2, 3 * items + 2 + 2 * chunk_rows)
+    return floats, ints
+
+
+@kernel()
+def pack_weights(W, R, B, out):
+    """Fill ``out`` (``packed_size`` elements, 64-byte aligned) from W (D, 3H, I), R (D, 3H, H) and
+    B (D, 3H or 4H): Wᵀ and Rᵀ in panels, then the bias (D, 4, H), zero past B's rows."""
+    n_dirs, n_cols, n_inputs = W.shape
+    n_hidden = R.shape[2]
+    p = panels(n_hidden, out.itemsize)
+    r_begin = n_dirs * p.n * n_inputs * p.nr
+    b_begin = r_begin + n_dirs * p.n * n_hidden * p.nr
+    out[:] = 0
+    for begin, M in ((0, W), (r_begin, R)):
+        k_len = M.shape[2]
+        for d in range(n_dirs):
+            for q in range(p.n):
+                base = begin + (d * p.n + q) * k_len * p.nr
+                for col in range(q * p.nr, min((q + 1) * p.nr, n_cols)):
+                    j = col - q * p.nr
+                    for k in range(k_len):
+                        store(out, base + k * p.nr + j, M[d, col, k])
+    for d in range(n_dirs):
+        for col in range(B.shape[1]):
+            store(out, b_begin + d * 4 * n_hidden + col, B[d, col])
+
+
+def packed_size(n_dirs, n_inputs, n_hidden, itemsize):
+    """Elements of the packed weights of D directions, I inputs and H hidden units."""
+    nr = PANEL_VECTORS * VECTOR_BYTES // itemsize
+    n_panels = -(-3 * n_hidden // nr)
+    return n_dirs * n_panels * (n_inputs + n_hidden) * nr + n_dirs * 4 * n_hidden
+
+
+def describe_call(**fields):
+    """A descriptor array from keyword fields (every field of CALL_FIELDS)."""
+    return np.array([fields[name] for name in CALL_FIELDS], dtype=np.int64)

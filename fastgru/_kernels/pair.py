@@ -1,0 +1,146 @@
+"""The two-thread protocol of a split row: a calling thread runs worker 0, fastgru's partner thread
+(``fastgru._partner``) worker 1, and they talk through a **mailbox**. This module owns the
+mailbox: its layout, every access to it (compiled here, or from Python through the functions at
+the end), posting and taking jobs, sleeping, napping and stopping. Nobody else indexes it.
+
+The mailbox is an int64 array, 64-byte aligned: the state on a line of its own, the partner's
+flags on another (ASLEEP: it sleeps; NAP: asked to sleep now), then the job (the kernel's
+arguments as addresses, sizes and the clip's bits). States: IDLE (nothing posted), POSTED,
+TAKEN (by the partner), FINISHED (by it), STOP (the partner leaves its loop).
+
+A call (``run_pair``) posts its job, runs worker 0, then withdraws the job if the partner has not
+taken it (POSTED -> IDLE) and runs worker 1's part itself: it never waits for a partner that has
+not started. Once the partner has taken the job the two workers meet at every item (``split.py``),
+and the caller waits for the partner's last claimed half before it returns.
+"""
+
+import numpy as np
+from numba import carray
+
+from .._config import kernel
+from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
+from .memory import aligned
+from .split import split_part, split_setup
+
+STATE, ASLEEP, NAP, JOB = 0, 8, 9, 16
+IDLE, POSTED, TAKEN, FINISHED, STOP = 0, 1, 2, 3, 4
+#: The job: the element size, then each array's address and size, then the clip's bits.
+_ARRAYS = "X h0 lengths state_rows att y ho weights call work iwork".split()
+_ITEMSIZE = JOB
+_ADDRESS = {name: JOB + 1 + 2 * i for i, name in enumerate(_ARRAYS)}
+_CLIP = JOB + 1 + 2 * len(_ARRAYS)
+SIZE = _CLIP + 1
+(_X, _H0, _LENGTHS, _STATE_ROWS, _ATT, _Y, _HO, _WEIGHTS, _CALL, _WORK, _IWORK) = (_ADDRESS[n] for n in _ARRAYS)
+
+
+def new_mailbox():
+    """A zeroed mailbox starting on a 64-byte line (its state and flags then on lines of their own)."""
+    return aligned(SIZE, np.int64, zero=True)
+
+
+@kernel()
+def _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
+    """Write the job and publish it (the seq_cst store of POSTED makes the fields visible first)."""
+    job = mailbox
+    job[_ITEMSIZE] = y.itemsize
+    job[_X], job[_X + 1], job[_H0], job[_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
+    job[_LENGTHS], job[_LENGTHS + 1] = address_of(lengths), lengths.size
+    job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
+    job[_ATT], job[_ATT + 1], job[_Y], job[_Y + 1] = address_of(att), att.size, address_of(y), y.size
+    job[_HO], job[_HO + 1], job[_WEIGHTS], job[_WEIGHTS + 1] = address_of(ho), ho.size, address_of(weights), weights.size
+    job[_CALL], job[_CALL + 1], job[_WORK], job[_WORK + 1] = address_of(call), call.size, address_of(work), work.size
+    job[_IWORK], job[_IWORK + 1] = address_of(iwork), iwork.size
+    mailbox.view(np.float64)[_CLIP] = clip
+    atomic_store(mailbox, STATE, POSTED)
+
+
+@kernel()
+def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, mailbox):
+    """Worker 0 here, worker 1 posted to the partner through ``mailbox`` (IDLE on entry and on return).
+
+    Returns 1 if the partner took the job, else 0 (this thread then ran worker 1's part too)."""
+    split_setup(call, h0, state_rows, work, iwork)
+    _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
+    clip_at = y.dtype.type(clip)
+    split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 0)
+    if atomic_swap(mailbox, STATE, POSTED, IDLE):  # not taken: withdrawn, worker 1's part is ours
+        split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 1)
+        return 0
+    while atomic_load(mailbox, STATE) != FINISHED:
+        spin_pause()
+    atomic_store(mailbox, STATE, IDLE)
+    return 1
+
+
+@kernel()
+def _serve_job(mailbox, like):
+    """Worker 1 of the job in ``mailbox``, whose float arrays have the dtype of ``like``. The arrays get
+    the ranks the kernels are called with (their shapes do not matter: the kernels read them by
+    flat offsets)."""
+    ints = mailbox
+    y = carray(pointer_to(mailbox[_Y], like), (1, 1, 1, mailbox[_Y + 1]))
+    clip_at = y.dtype.type(mailbox.view(np.float64)[_CLIP])
+    split_part(carray(pointer_to(mailbox[_X], like), (1, 1, mailbox[_X + 1])),
+               carray(pointer_to(mailbox[_H0], like), (1, 1, mailbox[_H0 + 1])),
+               carray(pointer_to(mailbox[_LENGTHS], ints), (mailbox[_LENGTHS + 1],)),
+               carray(pointer_to(mailbox[_STATE_ROWS], ints), (mailbox[_STATE_ROWS + 1],)),
+               carray(pointer_to(mailbox[_ATT], like), (1, mailbox[_ATT + 1])), y,
+               carray(pointer_to(mailbox[_HO], like), (1, 1, mailbox[_HO + 1])),
+               carray(pointer_to(mailbox[_WEIGHTS], like), (mailbox[_WEIGHTS + 1],)),
+               carray(pointer_to(mailbox[_CALL], ints), (mailbox[_CALL + 1],)), clip_at,
+               carray(pointer_to(mailbox[_WORK], like), (mailbox[_WORK + 1],)),
+               carray(pointer_to(mailbox[_IWORK], ints), (mailbox[_IWORK + 1],)), 1)
+
+
+@kernel()
+def serve(mailbox, spin_cycles):
+    """The partner thread's loop: take each job posted in ``mailbox`` and run its worker 1, spinning
+    in between. Returns, with ASLEEP set, after ``spin_cycles`` cycles without a job or when NAP
+    is set; returns when the state is STOP. A job posted as it goes to sleep is not lost: its
+    caller withdraws it and runs both workers (``run_pair``)."""
+    f32, f64 = np.empty(0, dtype=np.float32), np.empty(0, dtype=np.float64)
+    atomic_store(mailbox, ASLEEP, 0)
+    while True:
+        start = cycles()
+        state = atomic_load(mailbox, STATE)
+        while state != POSTED:
+            if state == STOP:
+                return
+            if cycles() - start > spin_cycles or atomic_load(mailbox, NAP):
+                atomic_store(mailbox, ASLEEP, 1)
+                return
+            spin_pause()
+            state = atomic_load(mailbox, STATE)
+        if atomic_swap(mailbox, STATE, POSTED, TAKEN):
+            if mailbox[_ITEMSIZE] == 4:
+                _serve_job(mailbox, f32)
+            else:
+                _serve_job(mailbox, f64)
+            atomic_store(mailbox, STATE, FINISHED)
+
+
+# ------------------------------------------------------------------ from Python (the partner thread's owner)
+
+
+def is_asleep(mailbox):
+    """Whether the partner serving ``mailbox`` has left its loop to sleep (or never entered it)."""
+    return bool(mailbox[ASLEEP])
+
+
+def ask_to_nap(mailbox):
+    """Ask the partner to sleep at once (it leaves its loop within a spin)."""
+    mailbox[NAP] = 1
+
+
+def clear_nap(mailbox):
+    """Before waking the partner: let it spin again."""
+    mailbox[NAP] = 0
+
+
+def ask_to_stop(mailbox):
+    """Make the partner leave its loop for good, spinning or (once woken) asleep."""
+    mailbox[STATE] = STOP
+
+
+def is_stopped(mailbox):
+    return mailbox[STATE] == STOP

@@ -1,0 +1,108 @@
+"""Matrix products over packed weight panels, in the geometry's register tiles (``microkernel``).
+
+C[i, columns of panels p0..p1] += A_i · panels, for rows A_i packed tile by tile (``pack``): a
+tile of ``rows`` rows is k-major (element (k, r) at k*rows + r), as ``tile_fma`` reads it. Every
+element of C receives c = fma(a[k], w[k], c) for k = 0, 1, ... whatever the tile, so tiling, the
+number of rows and the thread that runs them never change a result's bits.
+"""
+
+from numba.extending import overload
+
+from .._config import JIT_OPTIONS, kernel
+from .._isa import GEOMETRY
+from .memory import load, store
+from .microkernel import tile_fma
+
+#: The geometry's tiles (rows, panels), largest first; the last has one row. Read when the
+#: kernels compile: tile_fma takes them as literals.
+(ROWS_0, PANELS_0), (ROWS_1, PANELS_1), (ROWS_2, PANELS_2) = GEOMETRY.tiles
+PANEL_VECTORS = GEOMETRY.panel_vectors
+
+
+@kernel()
+def tile_rows(n):
+    """Rows of the next tile when ``n`` rows are left."""
+    return ROWS_0 if n >= ROWS_0 else (ROWS_1 if n >= ROWS_1 else ROWS_2)
+
+
+def _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, rows, group):
+    """C[:rows, (q - p0)*NR ...] += Aᵀ · panel q for the panels q = p, p + 1, ... in tiles of ``group``
+    panels while a whole group fits before p1; returns the first panel left."""
+    while p + group <= p1:
+        tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, rows, group,
+                 PANEL_VECTORS)
+        p += group
+    return p
+
+
+@overload(_panels_in_tiles, prefer_literal=True, jit_options=JIT_OPTIONS)
+def _panels_in_tiles_literal(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, rows, group):
+    # Compiled once per (rows, group) pair, which stay literals: tile_fma unrolls its tile by them.
+    return _panels_in_tiles
+
+
+@kernel()
+def product(c, c0, ldc, a, a0, rows, panels, base, p0, p1, k_len, nr):
+    """C[:rows, (p - p0)*NR ...] += Aᵀ · panel p for panels p0..p1 from ``base`` in ``panels``; C's row
+    r at c0 + r*ldc in ``c``, the tile A (k_len, rows) at a0 in ``a``; ``rows`` one of tile_rows'.
+    The geometry's tile of ``rows`` rows takes its number of panels at a time, then one."""
+    stride = k_len * nr
+    if rows == ROWS_0:
+        p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_0, PANELS_0)
+        _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_0, 1)
+    elif rows == ROWS_1:
+        p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_1, PANELS_1)
+        _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_1, 1)
+    else:
+        p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_2, PANELS_2)
+        _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_2, 1)
+
+
+@kernel()
+def pack(a, a0, src, iwork, offsets, n, k_len):
+    """Pack n rows of k_len elements into ``a`` from a0, tile by tile (the tile of rows i0.. at
+    a0 + i0*k_len, k-major); row i starts at src[iwork[offsets + i]]."""
+    i0 = 0
+    while i0 < n:
+        rows = tile_rows(n - i0)
+        for r in range(rows):
+            base = a0 + i0 * k_len + r
+            row = load(iwork, offsets + i0 + r)
+            for k in range(k_len):
+                store(a, base + k * rows, load(src, row + k))
+        i0 += rows
+
+
+@kernel()
+def product_rows(c, c0, ldc, a, a0, k_len, n, panels, base, p0, p1, nr):
+    """C[i, (p - p0)*NR ...] += A_i · panel p for rows i < n (packed by ``pack`` at a0) and panels
+    p0..p1; C's row i at c0 + i*ldc. Panels run outermost, four at a time, and every tile of rows
+    uses them while they are in cache."""
+    p = p0
+    while p < p1:
+        group = min(4, p1 - p)
+        i0 = 0
+        while i0 < n:
+            rows = tile_rows(n - i0)
+            product(c, c0 + i0 * ldc + (p - p0) * nr, ldc, a, a0 + i0 * k_len, rows, panels, base, p, p + group,
+                    k_len, nr)
+            i0 += rows
+        p += group
+
+
+@kernel()
+def project(X, iwork, offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, out, o0, ldc, a, a0, p0, p1, nr):
+    """The input gates X·Wᵀ + bias of n ≤ CHUNK_ROWS rows of n_inputs elements, for the columns of
+    panels p0..p1: row i (at X[iwork[offsets + i]]) to out[o0 + i*ldc + col]; Wᵀ's panels at w_base
+    and the bias [Bz, Br, Bh|Wbh] at bias_at in ``weights``; the padding past 3H is zero. ``a``
+    from a0 holds the packed rows."""
+    gate_cols = 3 * n_hidden
+    c0, c1 = p0 * nr, p1 * nr
+    for i in range(n):
+        row = o0 + i * ldc
+        for col in range(c0, min(c1, gate_cols)):
+            store(out, row + col, load(weights, bias_at + col))
+        for col in range(max(c0, gate_cols), c1):
+            store(out, row + col, 0)  # padding: computed, never read
+    pack(a, a0, X, iwork, offsets, n, n_inputs)
+    product_rows(out, o0 + c0, ldc, a, a0, n_inputs, n, weights, w_base, p0, p1, nr)

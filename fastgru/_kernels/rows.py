@@ -1,0 +1,166 @@
+"""The batch driver: every step of blocks of batch rows, on one thread per block.
+
+Every op reaches ``run_serial`` or ``run_parallel`` here, or ``run_split`` (``split.py``) or
+``run_pair`` (``pair.py``), with the arguments described in ``layout.py`` (the cell is a sequence
+of one step, AUGRU a forward GRU with attention).
+
+Strategy. Each (direction, block of batch rows) is one task owned by one thread for all time
+steps: no synchronisation inside the time loop and one fork/join per call. A task first computes
+X·Wᵀ + bias for all its rows and steps when the call says so (``hoist``: it fits in cache), else
+per step. The rows still running at a step are processed in chunks of up to CHUNK_ROWS rows,
+and within a chunk in the geometry's tiles of rows that share each load of the weights, weight
+panels outermost so that each is read once per chunk and step.
+
+For linear_before_reset False, the h gate's product (r ⊙ H)·Rhᵀ is a second product over the
+panels from P2 on, written to its own buffer C2: the panel that holds both r and h columns (and,
+for H < NR, z columns) is then computed twice without overwriting z or r.
+"""
+
+from numba import prange
+
+from .._config import kernel
+from .._tuning import CHUNK_ROWS
+from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
+from .memory import LINE_BYTES, load, store
+from .products import pack, product_rows, project
+from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
+
+
+@kernel()
+def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
+    """Rows lo..hi by decreasing length, in batch order among equal lengths, to iwork[order:] (a
+    counting sort over the lengths 0..S, counted in iwork[counts:]): the rows still running at
+    step s are then a prefix."""
+    for length in range(seq_length + 1):
+        store(iwork, counts + length, 0)
+    for b in range(lo, hi):
+        store(iwork, counts + lengths[b], load(iwork, counts + lengths[b]) + 1)
+    start = 0
+    for length in range(seq_length, -1, -1):  # counts become each length's first place
+        count = load(iwork, counts + length)
+        store(iwork, counts + length, start)
+        start += count
+    for b in range(lo, hi):
+        place = load(iwork, counts + lengths[b])
+        store(iwork, order + place, b)
+        store(iwork, counts + lengths[b], place + 1)
+
+
+@kernel(exact=True)  # the stages are inlined here: their sums must not contract
+def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, lo, hi, work, iwork):
+    """Every step of direction d for batch rows lo..hi; clip_at of the compute dtype; ``work`` and
+    ``iwork`` the task's scratch (``layout.rows_scratch``)."""
+    c = read_call(call)
+    n_hidden, seq_length, n_inputs = c.n_hidden, c.seq_length, c.n_inputs
+    p = panels(n_hidden, y.itemsize)
+    nr, ldc = p.nr, p.n * p.nr
+    ld2, first = (p.n - p.p2) * p.nr, p.p2 * p.nr  # C2: the panels from P2 on
+    hc2 = 2 * n_hidden - first  # where column 2H falls in C2
+    w_base, r_base = w_start(c, d, nr, p.n), r_start(c, d, nr, p.n)
+    bias_at = bias_start(c, d, nr, p.n)
+    rbh_at = bias_at + 3 * n_hidden
+    rev, lbr, hoist = (c.reverse >> d) & 1, c.lbr, c.hoist
+    has_att = att.size > 0
+    n_rows = hi - lo
+    o, io = rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, y.itemsize, CHUNK_ROWS)
+    w = work
+
+    order_rows(lengths, lo, hi, seq_length, iwork, io.order, io.counts)
+    for i in range(n_rows):
+        at = state_at(c, state_rows, load(iwork, io.order + i), d)
+        for j in range(n_hidden):
+            store(w, o.state + i * n_hidden + j, load(h0, at + j))
+    if hoist:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
+        total = n_rows * seq_length
+        for r0 in range(0, total, CHUNK_ROWS):
+            n = min(CHUNK_ROWS, total - r0)
+            for r in range(n):
+                b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
+                store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
+            project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc, ldc,
+                    w, o.a, 0, p.n, nr)
+
+    running = n_rows
+    for s in range(seq_length):
+        while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
+            running -= 1
+        if running == 0:
+            break
+        for g0 in range(0, running, CHUNK_ROWS):
+            n = min(CHUNK_ROWS, running - g0)
+            for i in range(n):
+                b = load(iwork, io.order + g0 + i)
+                store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
+            if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
+                for i in range(n):
+                    b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
+                    store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
+                project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w, o.a,
+                        0, p.n, nr)
+            for i in range(n):
+                begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc), weights, rbh_at,
+                            lbr, n_hidden, 0, ldc)
+                store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
+            pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
+            product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
+            for i in range(n):
+                co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc)
+                activate_gates(w, co, co + 2 * n_hidden, clip_at, c.f_code)
+                if lbr:
+                    candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
+                else:
+                    reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
+                    begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
+                    store(iwork, io.offsets + i, o.m + i * n_hidden)
+            if not lbr:
+                pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
+                product_rows(w, o.c2, ld2, w, o.a, n_hidden, n, weights, r_base, p.p2, p.n, nr)
+            for i in range(n):
+                b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
+                co = o.c + i * ldc
+                hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + hc2
+                activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
+                so = o.state + (g0 + i) * n_hidden
+                score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
+                update_state(w, co, hg, so, so, score, has_att, y, b * c.y_row + d * c.y_dir + t * c.y_step, 0, n_hidden)
+
+    for i in range(n_rows):
+        b = load(iwork, io.order + i)
+        length = lengths[b]
+        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir, c.y_step, length,
+                   seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)
+
+
+@kernel()
+def _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc):
+    """Where the chunk's row i finds X·Wᵀ + bias of its current step in the float scratch."""
+    if hoist:
+        row = (load(iwork, io.order + g0 + i) - lo) * seq_length + load(iwork, io.times + i)
+        return o.xg + row * ldc
+    return o.xg + i * ldc
+
+
+@kernel()
+def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
+    """Every direction on the calling thread. A function of its own, not run_parallel compiled
+    without parallel=True: Numba's cache keys on the function, so twins would share one entry."""
+    c = read_call(call)
+    clip_at = y.dtype.type(clip)
+    for d in range(c.n_dirs):
+        run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 0, c.n_rows, work, iwork)
+
+
+@kernel(parallel=True)
+def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, n_blocks):
+    """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call.
+    Task k uses the k-th of equal parts of ``work`` (whole 64-byte lines) and ``iwork``."""
+    c = read_call(call)
+    clip_at = y.dtype.type(clip)
+    n_rows, n_tasks = c.n_rows, c.n_dirs * n_blocks  # the loop's body takes ints: a parfor cannot see Call
+    line = LINE_BYTES // work.itemsize
+    per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
+    for task in prange(n_tasks):
+        d, blk = task // n_blocks, task % n_blocks
+        run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, blk * n_rows // n_blocks,
+                 (blk + 1) * n_rows // n_blocks, work[task * per_task : (task + 1) * per_task],
+                 iwork[task * per_task_i : (task + 1) * per_task_i])

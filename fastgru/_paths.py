@@ -1,0 +1,108 @@
+"""Which kernel runs a call, on how many threads, and running it.
+
+Four paths (``choose``): 'serial', every row on the calling thread; 'parallel', blocks of rows
+(and the directions) shared among Numba's threads; and, for a single row (batch 1, one
+direction), 'pair', split with fastgru's partner thread, or 'split', split in a Numba parallel
+region when the partner is off. The thresholds are ``_tuning``'s, read at every call. Paths that
+share work lease their threads from the process-wide budget (``_threading.lease``) and get at
+least the calling thread: a call never waits for threads.
+"""
+
+from . import _partner, _scratch, _tuning
+from ._kernels.layout import rows_scratch, split_scratch
+from ._kernels.pair import run_pair
+from ._kernels.rows import run_parallel, run_serial
+from ._kernels.split import run_split
+from ._threading import lease, requested
+from ._tuning import CHUNK_ROWS  # compiled into the kernels: not a run-time setting
+
+PATHS = ("serial", "parallel", "split", "pair")
+
+
+def choose(n_rows, n_steps, n_dirs, n_hidden, flops):
+    """The path of a call of N rows of S steps, D directions, H hidden units and ``flops`` (the products')."""
+    if n_rows * n_dirs == 1:
+        if _partner.PARTNER.enabled and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:
+            return "pair"
+        if (n_hidden >= _tuning.SPLIT_FROM_HIDDEN and n_steps >= _tuning.SPLIT_FROM_STEPS
+                and flops >= _tuning.SERIAL_BELOW_FLOPS):
+            return "split"
+        return "serial"
+    return "serial" if flops < _tuning.SERIAL_BELOW_FLOPS else "parallel"
+
+
+def run(packed, path, n, s, arrays, strides, keep):
+    """Run ``path`` ('serial', 'parallel', 'split' or 'pair') on the kernels' ``arrays`` (X, h0,
+    lengths, state_rows, att, y, ho) of N rows and S steps; ``path`` None: ``choose``'s.
+
+    Returns the kernel that ran ('run_serial', 'run_parallel', 'run_split' or 'run_pair'), which
+    may differ from the path's when the budget or the partner leaves one thread.
+    """
+    flops = packed.flops(n, s)
+    forced = path is not None
+    if path is None:
+        path = choose(n, s, packed.n_dirs, packed.n_hidden, flops)
+    if path == "serial":
+        return _serial(packed, n, s, arrays, strides, keep)
+    if path == "pair":
+        return _pair(packed, n, s, arrays, strides, keep, flops, forced)
+    _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
+    with lease(requested()) as granted:
+        if granted == 1 and not forced:
+            return _serial(packed, n, s, arrays, strides, keep)
+        if path == "split":
+            _split(run_split, packed, s, arrays, strides, keep)
+            return "run_split"
+        n_blocks = min(n, -(-granted // packed.n_dirs))
+        call, floats, ints = _plan(packed, n, s, strides, keep, -(-n // n_blocks), packed.n_dirs * n_blocks)
+        work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
+        run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks)
+        return "run_parallel"
+
+
+def _serial(packed, n, s, arrays, strides, keep):
+    call, floats, ints = _plan(packed, n, s, strides, keep, n, 1)
+    work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
+    run_serial(*arrays, packed.weights, call, packed.clip, work, iwork)
+    return "run_serial"
+
+
+def _split(kernel, packed, s, arrays, strides, keep, *mailbox):
+    call, floats, ints = _plan(packed, 1, s, strides, keep, 0, 2)
+    work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
+    return kernel(*arrays, packed.weights, call, packed.clip, work, iwork, *mailbox)
+
+
+def _pair(packed, n, s, arrays, strides, keep, flops, forced):
+    """A one-row call with the partner thread when it can have it and the budget leaves a thread for
+    it; else on this thread alone, with the serial kernel (a split row alone is slower), or, when
+    the path is forced, with run_pair and this thread's own mailbox, which nobody serves."""
+    partner = _partner.PARTNER  # a forked child makes its own
+    with partner.lease(wake=flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
+        if taken:
+            with lease(min(2, requested())) as granted:
+                if granted > 1:
+                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox)
+                    return "run_pair"
+        if forced:
+            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox())
+            return "run_pair"
+        return _serial(packed, n, s, arrays, strides, keep)
+
+
+def _plan(packed, n, s, strides, keep, rows, tasks):
+    """(call descriptor, floats, ints) of N rows of S steps run as ``tasks`` tasks of up to ``rows``
+    rows each (``rows`` 0: a split row, two workers), made once per call shape. A task computes
+    X·Wᵀ for all its steps first when that fits in ``_tuning.HOIST_BYTES``."""
+    key = n, s, strides, keep, rows, tasks, _tuning.HOIST_BYTES
+    plan = packed.memo.get(key)
+    if plan is None:
+        ct = packed.compute_dtype
+        if rows == 0:
+            hoist = 0
+            floats, ints = split_scratch(s, packed.n_inputs, packed.n_hidden, ct.itemsize, CHUNK_ROWS)
+        else:
+            hoist = int(rows * s * 3 * packed.n_hidden * ct.itemsize <= _tuning.HOIST_BYTES)
+            floats, ints = rows_scratch(rows, s, packed.n_inputs, packed.n_hidden, hoist, ct.itemsize, CHUNK_ROWS)
+        plan = packed.remember(key, (packed.call(n, s, hoist, strides, keep), floats.end * tasks, ints.end * tasks))
+    return plan

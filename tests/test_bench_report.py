@@ -1,0 +1,89 @@
+"""benchmarks/report.py and the machine facts of benchmarks/conftest.py, on a made-up result file
+(the benchmarks themselves run only on request: benchmarks/README.md)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name):
+    """A module of benchmarks/, imported under a name of its own with benchmarks/ on the path
+    (sys.path as it was afterwards: benchmarks/conftest.py adds to it)."""
+    path = list(sys.path)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(f"fastgru_bench_{name}", BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = path
+
+
+@pytest.fixture(scope="module")
+def report():
+    return _load("report")
+
+
+def _bench(shape, impl, median, mode, round_=0, **machine):
+    info = {"shape": shape, "impl": impl, "flops": 2e6, "round": round_, "mode": mode, **machine}
+    if mode == "spaced":
+        info["pause_ms"] = [2.0, 20.0]
+    return {"extra_info": info, "stats": {"median": median}}
+
+
+def test_the_ratio_is_against_the_fastest_peer_variant_in_both_tables(report, tmp_path):
+    machine = {"cpu": "Test CPU", "isa": "AVX-512", "cpu_name": "znver4"}
+    benches = []
+    for round_, scale in enumerate([1.0, 1.1, 0.9]):  # the median of the rounds' medians
+        for mode, times in (
+            (
+                "back-to-back",
+                {"fastgru_prepared": 10e-6, "onnxruntime": 12e-6, "onnxruntime_run": 16e-6, "openvino": 40e-6},
+            ),
+            ("spaced", {"fastgru_prepared": 30e-6, "onnxruntime": 25e-6, "onnxruntime_run": 20e-6}),
+        ):
+            benches += [_bench("cell-b1", impl, t * scale, mode, round_, **machine) for impl, t in times.items()]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"benchmarks": benches}))
+    modes, facts, pause = report.load(path)
+    assert set(modes) == {"back-to-back", "spaced"} and pause == [2.0, 20.0]
+    assert facts == machine
+    text = report.table(modes["back-to-back"], facts, modes["spaced"], pause)
+    back, spaced = [line for line in text.splitlines() if line.startswith("| cell-b1 ")]
+    assert back.endswith("| 200 | onnxruntime | 167 | 0.83 |")  # 10 / 12: IOBinding was the faster variant
+    assert spaced.endswith("| onnxruntime_run | 1.50 |")  # 30 / 20
+    assert "| 10.0 | 40.0 | 12.0 | 16.0 |" in back  # µs per implementation, in IMPLS order
+    assert "a pause of 2-20 ms before each call" in text
+    assert "Machine: cpu Test CPU, isa AVX-512, cpu_name znver4." in text
+
+
+def test_results_without_a_mode_are_back_to_back(report, tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(
+        json.dumps(
+            {
+                "benchmarks": [
+                    {
+                        "extra_info": {"shape": "s", "impl": "fastgru_prepared", "flops": 1, "round": 0},
+                        "stats": {"median": 1e-6},
+                    }
+                ]
+            }
+        )
+    )
+    modes, _, pause = report.load(path)
+    assert list(modes) == ["back-to-back"] and pause is None
+    assert "spaced calls" not in report.table(modes["back-to-back"], {})
+
+
+def test_every_result_records_the_isa():
+    conftest = _load("conftest")
+    isa = conftest.cpu_isa()
+    assert isa["isa"] in ("AVX-512", "AVX2", "other") and isa["cpu_name"]
+    assert conftest.kernel_geometry() == {}
