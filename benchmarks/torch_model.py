@@ -130,26 +130,39 @@ def breakdown(fast, rng, rounds, seconds):
         def policy(fn, n=n):  # the module's thread count for this call (fastgru.torch._with_torch_threads)
             return lambda: fastgru_torch._with_torch_threads(n, fn)
 
-        runs.update({
-            (case, "whole model"): lambda features=features, h=h_t: fast(features, h),
-            (case, "conv + relu + head (torch)"): lambda features=features, y=y: (
-                torch.relu(fast.conv(features)).transpose(1, 2), fast.head(y)),
-            (case, "GRU module"): lambda x=x, h=h_t: gru(x, h),
-            (case, "  the custom op instead of the direct call"): lambda args=args: torch.ops.fastgru.gru(*args),
-            (case, "  run_layers (the prepared ops and the layouts)"): policy(
-                lambda x_np=x_np, ops=ops: _import_torch.run_layers(ops, x_np, None, None, True)),
-            (case, "  the prepared ops, contiguous X, out="): policy(kernels),
-            (case, "  the prepared ops, contiguous X, out=, every thread"): kernels,
-        })
+        runs.update(
+            {
+                (case, "whole model"): lambda features=features, h=h_t: fast(features, h),
+                (case, "conv + relu + head (torch)"): lambda features=features, y=y: (
+                    torch.relu(fast.conv(features)).transpose(1, 2),
+                    fast.head(y),
+                ),
+                (case, "GRU module"): lambda x=x, h=h_t: gru(x, h),
+                (case, "  the custom op instead of the direct call"): lambda args=args: torch.ops.fastgru.gru(*args),
+                (case, "  run_layers (the prepared ops and the layouts)"): policy(
+                    lambda x_np=x_np, ops=ops: _import_torch.run_layers(ops, x_np, None, None, True)
+                ),
+                (case, "  the prepared ops, contiguous X, out="): policy(kernels),
+                (case, "  the prepared ops, contiguous X, out=, every thread"): kernels,
+            }
+        )
     times = interleaved(runs, rounds, seconds)
     return {f"{case} | {part}": round(value * 1e6, 1) for (case, part), value in times.items()}
 
 
 def machine():
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "numba": numba.__version__, "numpy": np.__version__,
-            "fastgru": fastgru.__version__, "torch_threads": torch.get_num_threads(),
-            "fastgru_threads": fastgru.get_num_threads(), "numba_threading_layer": numba.threading_layer()}
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numba": numba.__version__,
+        "numpy": np.__version__,
+        "fastgru": fastgru.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "fastgru_threads": fastgru.get_num_threads(),
+        "numba_threading_layer": numba.threading_layer(),
+    }
 
 
 def _cpu_model():

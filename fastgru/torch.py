@@ -99,8 +99,10 @@ _PACKS = _Packs()
 def _weight(name, p):
     """A Parameter as a NumPy array for packing: float16 and bfloat16 exactly as float32."""
     if not p.is_cpu:
-        raise RuntimeError(f"fastgru.torch: parameter {name} is on {p.device}; the input is on the CPU. Move the "
-                           "module and its inputs to one device (fastgru computes on the CPU)")
+        raise RuntimeError(
+            f"fastgru.torch: parameter {name} is on {p.device}; the input is on the CPU. Move the "
+            "module and its inputs to one device (fastgru computes on the CPU)"
+        )
     p = p.detach()
     return (p if p.dtype is _F32 or p.dtype is _F64 else p.float()).numpy()
 
@@ -108,8 +110,12 @@ def _weight(name, p):
 def _gru_names(has_biases, num_layers, bidirectional):
     """torch.nn.GRU's names of its flat weights, in their order."""
     kinds = ("weight_ih", "weight_hh", "bias_ih", "bias_hh") if has_biases else ("weight_ih", "weight_hh")
-    return [f"{kind}_l{k}{sfx}" for k in range(num_layers) for sfx in ("", "_reverse")[:1 + bidirectional]
-            for kind in kinds]
+    return [
+        f"{kind}_l{k}{sfx}"
+        for k in range(num_layers)
+        for sfx in ("", "_reverse")[: 1 + bidirectional]
+        for kind in kinds
+    ]
 
 
 def _pack_gru(params, has_biases, num_layers, bidirectional):
@@ -173,8 +179,11 @@ def _set_threads(n):
 
 def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first):
     """torch.nn.GRU's computation on fastgru's kernels: the eager path and the custom op's body."""
-    ops = _PACKS.get(params, ("gru", has_biases, num_layers, bidirectional),
-                     lambda ps: _pack_gru(ps, has_biases, num_layers, bidirectional))
+    ops = _PACKS.get(
+        params,
+        ("gru", has_biases, num_layers, bidirectional),
+        lambda ps: _pack_gru(ps, has_biases, num_layers, bidirectional),
+    )
     dtype = input.dtype
     compute = dtype if dtype is _F32 or dtype is _F64 else _F32
     x = _array(input, compute)
@@ -200,9 +209,16 @@ def _gru_cell(input, hx, params):
 
 
 @torch.library.custom_op("fastgru::gru", mutates_args=(), device_types="cpu")
-def gru_op(input: torch.Tensor, hx: Optional[torch.Tensor], lengths: Optional[torch.Tensor],
-           params: List[torch.Tensor], has_biases: bool, num_layers: int, bidirectional: bool,
-           batch_first: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+def gru_op(
+    input: torch.Tensor,
+    hx: Optional[torch.Tensor],
+    lengths: Optional[torch.Tensor],
+    params: List[torch.Tensor],
+    has_biases: bool,
+    num_layers: int,
+    bidirectional: bool,
+    batch_first: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """``torch.ops.fastgru.gru``: torch.nn.GRU's forward in inference on fastgru's kernels.
 
     input (S, N, I), or (N, S, I) with batch_first; hx (num_layers*D, N, H) or None for zeros;
@@ -239,16 +255,23 @@ def _gru_cell_fake(input, hx, params):
 def _traced():
     """True while torch traces the call (torch.compile, torch.export, a dispatch or function mode):
     then the modules call the custom ops, which the trace records; else their bodies directly."""
-    return (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
-            or torch._C._is_torch_function_mode_enabled())
+    return (
+        torch.compiler.is_compiling()
+        or torch._C._len_torch_dispatch_stack() > 0
+        or torch._C._is_torch_function_mode_enabled()
+    )
 
 
 def _share(cls, module):
     """A ``cls`` holding ``module``'s Parameters, buffers, hooks and attributes (the same objects),
     in containers of its own: a change of either module's Parameters is seen by both."""
     new = cls.__new__(cls)
-    new.__dict__.update({key: copy.copy(value) if isinstance(value, (dict, list, set)) else value
-                         for key, value in module.__dict__.items()})
+    new.__dict__.update(
+        {
+            key: copy.copy(value) if isinstance(value, (dict, list, set)) else value
+            for key, value in module.__dict__.items()
+        }
+    )
     return new
 
 
@@ -353,8 +376,9 @@ class GRU(torch.nn.RNNBase):
         dtype = params[0].dtype
         if data.dtype is not dtype or dtype not in _DTYPES or not (data.is_cpu and params[0].is_cpu):
             return False
-        if torch.is_grad_enabled() and (data.requires_grad or (hx is not None and hx.requires_grad) or any(
-                p.requires_grad for p in params)):
+        if torch.is_grad_enabled() and (
+            data.requires_grad or (hx is not None and hx.requires_grad) or any(p.requires_grad for p in params)
+        ):
             return False
         if self.training and self.dropout > 0 and self.num_layers > 1:
             return False
@@ -370,8 +394,12 @@ class GRU(torch.nn.RNNBase):
         rows = self.num_layers * (1 + self.bidirectional)
         if packed or rank == 3:
             batch = (data.shape[0] if self.batch_first else data.shape[1]) if not packed else None
-            return hx.dim() == 3 and hx.shape[0] == rows and hx.shape[2] == self.hidden_size and (
-                packed or hx.shape[1] == batch)
+            return (
+                hx.dim() == 3
+                and hx.shape[0] == rows
+                and hx.shape[2] == self.hidden_size
+                and (packed or hx.shape[1] == batch)
+            )
         return tuple(hx.shape) == (rows, self.hidden_size)
 
     def _forward_packed(self, input, hx, params):
@@ -415,8 +443,9 @@ class GRUCell(torch.nn.GRUCell):
         """A :class:`GRUCell` holding ``module``'s Parameters (shared, not copied), buffers, hooks
         and training flag; ``module`` itself is left as it is."""
         if not isinstance(module, torch.nn.GRUCell):
-            raise TypeError(f"fastgru.torch.GRUCell.from_module: got {type(module).__name__}; expected a "
-                            "torch.nn.GRUCell")
+            raise TypeError(
+                f"fastgru.torch.GRUCell.from_module: got {type(module).__name__}; expected a torch.nn.GRUCell"
+            )
         return _share(cls, module)
 
     def _params(self):
@@ -450,8 +479,9 @@ class GRUCell(torch.nn.GRUCell):
         dtype = params[0].dtype
         if input.dtype is not dtype or dtype not in _DTYPES or not (input.is_cpu and params[0].is_cpu):
             return False
-        if torch.is_grad_enabled() and (input.requires_grad or (hx is not None and hx.requires_grad) or any(
-                p.requires_grad for p in params)):
+        if torch.is_grad_enabled() and (
+            input.requires_grad or (hx is not None and hx.requires_grad) or any(p.requires_grad for p in params)
+        ):
             return False
         if torch.is_autocast_enabled("cpu") or torch.jit.is_tracing():
             return False

@@ -27,9 +27,12 @@ deviation_summary = DEVIATIONS.fixture()
 N, S, I, H = 3, 5, 4, 6
 # torch.export assigns the GRU's _flat_weights while tracing, for torch.nn.GRU as for fastgru.torch.GRU
 EXPORT_WARNING = "ignore:The tensor attributes .*_flat_weights"
-HALF = [pytest.param(torch.float16, id="float16"),
-        pytest.param(torch.bfloat16, id="bfloat16",
-                     marks=pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed"))]
+HALF = [
+    pytest.param(torch.float16, id="float16"),
+    pytest.param(
+        torch.bfloat16, id="bfloat16", marks=pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed")
+    ),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -84,8 +87,15 @@ def inputs(rng, *shape, dtype=torch.float32):
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
 def test_gru_matches_torch(num_layers, bidirectional, batch_first, bias, spy):
-    module = torch.nn.GRU(I, H, num_layers=num_layers, bidirectional=bidirectional, batch_first=batch_first,
-                          bias=bias, dropout=0.5 if num_layers > 1 else 0.0).eval()  # dropout: not in eval
+    module = torch.nn.GRU(
+        I,
+        H,
+        num_layers=num_layers,
+        bidirectional=bidirectional,
+        batch_first=batch_first,
+        bias=bias,
+        dropout=0.5 if num_layers > 1 else 0.0,
+    ).eval()  # dropout: not in eval
     fast = fastgru.torch.optimize(module)
     rng = np.random.default_rng([num_layers, bidirectional, batch_first, bias])
     x = inputs(rng, *((N, S, I) if batch_first else (S, N, I)))
@@ -115,8 +125,7 @@ def test_packed_sequence_matches_torch(bidirectional, batch_first, enforce_sorte
         lengths = np.sort(lengths)[::-1].copy()
     x = inputs(rng, *((n, S, I) if batch_first else (S, n, I)))
     h0 = inputs(rng, 2 * (1 + bidirectional), n, H) if with_h0 else None
-    packed = pack_padded_sequence(x, torch.from_numpy(lengths), batch_first=batch_first,
-                                  enforce_sorted=enforce_sorted)
+    packed = pack_padded_sequence(x, torch.from_numpy(lengths), batch_first=batch_first, enforce_sorted=enforce_sorted)
     with torch.no_grad():
         (got, got_h), (want, want_h) = fast(packed, h0), module(packed, h0)
     assert type(got) is type(want)
@@ -163,7 +172,7 @@ def test_results_do_not_depend_on_the_other_rows():
     with torch.no_grad():
         whole, _ = fast(x)
         for b in range(8):
-            alone, _ = fast(x[b:b + 1])
+            alone, _ = fast(x[b : b + 1])
             assert torch.equal(alone[0], whole[b])
 
 
@@ -176,11 +185,11 @@ def test_state_carried_across_calls_equals_one_call():
         whole, h_whole = fast(x)
         h, parts = None, []
         for t in range(0, 12, 5):  # chunks of 5, 5 and 2 steps
-            y, h = fast(x[:, t:t + 5], h)
+            y, h = fast(x[:, t : t + 5], h)
             parts.append(y)
         frames, h1 = [], None
         for t in range(12):  # one frame at a time
-            y, h1 = fast(x[:, t:t + 1], h1)
+            y, h1 = fast(x[:, t : t + 1], h1)
             frames.append(y)
         want, h_want = module(x)
     assert torch.equal(torch.cat(parts, dim=1), whole) and torch.equal(h, h_whole)
@@ -412,8 +421,14 @@ def test_torch_raises_its_own_errors(spy):
     module = torch.nn.GRU(I, H, num_layers=2).eval()
     fast = fastgru.torch.optimize(module)
     x = torch.zeros(S, N, I)
-    for args in [(torch.zeros(S, N, I + 1),), (x, torch.zeros(2, N + 1, H)), (x, torch.zeros(1, N, H)),
-                 (torch.zeros(S, N, I, dtype=torch.float64),), (torch.zeros(0, N, I),), (torch.zeros(N, 1, S, I),)]:
+    for args in [
+        (torch.zeros(S, N, I + 1),),
+        (x, torch.zeros(2, N + 1, H)),
+        (x, torch.zeros(1, N, H)),
+        (torch.zeros(S, N, I, dtype=torch.float64),),
+        (torch.zeros(0, N, I),),
+        (torch.zeros(N, 1, S, I),),
+    ]:
         with torch.no_grad(), pytest.raises((RuntimeError, ValueError)) as want:
             module(*args)
         with torch.no_grad(), pytest.raises(type(want.value), match=f"^{__import__('re').escape(str(want.value))}$"):
@@ -572,8 +587,11 @@ def test_custom_ops_directly():
         check("float32", got, gru(x))
         cell = torch.nn.GRUCell(I, H)
         check("float32", torch.ops.fastgru.gru_cell(x[0], None, list(cell.parameters())), cell(x[0]))
-    torch.library.opcheck(torch.ops.fastgru.gru.default, (x, None, None, list(gru._flat_weights), True, 2, True,
-                                                          False), test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(
+        torch.ops.fastgru.gru.default,
+        (x, None, None, list(gru._flat_weights), True, 2, True, False),
+        test_utils=("test_schema", "test_faketensor"),
+    )
 
 
 # --------------------------------------------------------------------------------------- threads
@@ -634,8 +652,10 @@ def test_calls_from_several_threads_equal_serial_calls():
 
 
 def test_import_fastgru_does_not_import_torch():
-    code = ("import sys, fastgru\n"
-            "assert 'torch' not in sys.modules and not hasattr(fastgru, 'torch')\n"
-            "import fastgru.torch\n"
-            "assert 'torch' in sys.modules and fastgru.torch.optimize\n")
+    code = (
+        "import sys, fastgru\n"
+        "assert 'torch' not in sys.modules and not hasattr(fastgru, 'torch')\n"
+        "import fastgru.torch\n"
+        "assert 'torch' in sys.modules and fastgru.torch.optimize\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
