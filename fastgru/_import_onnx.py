@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from ._import_common import about, fused_bias
-from ._kernels.activations import CODES
+from ._codes import ACTIVATIONS as CODES
 from ._ops import Described, GRUSequence
 from ._validate import DIRECTIONS, FastGRUError
 
