@@ -1,7 +1,8 @@
 """pytest's set-up for the whole repository (tests/ and fastgru's doctests).
 
 Optional packages: the tests and doctests that need onnx, onnxruntime, openvino, torch or dask skip
-without them, and fastgru/dask.py's doctests are not collected without ``distributed``.
+without them, and fastgru/dask.py's doctests are not collected without ``distributed``, nor
+fastgru/torch.py's without torch.
 
 ``FASTGRU_REQUIRE`` (comma-separated import names, e.g. ``torch,openvino,onnxruntime,onnx,dask``)
 names the optional packages a run must test with, as CI sets it: each of them must be installed,
@@ -18,6 +19,8 @@ import re
 import pytest
 
 collect_ignore = [] if importlib.util.find_spec("distributed") else ["fastgru/dask.py"]
+if importlib.util.find_spec("torch") is None:  # fastgru/torch.py imports torch
+    collect_ignore.append("fastgru/torch.py")
 
 #: The import names of the packages this run must test with.
 REQUIRED = tuple(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._import_common import about, fused_bias, to_numpy
-from ._ops import GRUSequence
+from ._ops import GRUCell, GRUSequence
 from ._validate import FastGRUError
 
 _KEY = re.compile(r"(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?")
@@ -82,36 +82,28 @@ class TorchGRU:
         unbatched = x.ndim == 2
         if unbatched:
             x = x[None]
-        elif not self.batch_first:
-            x = x.transpose(1, 0, 2)
-        n, s = x.shape[:2]
-        d, hidden = 1 + self.bidirectional, self.hidden_size
+        n = x.shape[0] if self.batch_first or unbatched else x.shape[1]
         h0 = self._initial_state(h0, n, unbatched)
         if lengths is not None:  # None: every step of every row, as the ops take it
             lengths = to_numpy(lengths)
             if unbatched and lengths.ndim == 0:
                 lengths = lengths[None]
-        h_n = np.empty((len(self.layers) * d, n, hidden), dtype=self.dtype)
-        for k, op in enumerate(self.layers):
-            y, ho = op(x, h0[:, k * d:(k + 1) * d], lengths)
-            x = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): directions side by side
-            h_n[k * d:(k + 1) * d] = ho.transpose(1, 0, 2)  # (N, D, H) -> (D, N, H)
+        output, h_n = run_layers(self.layers, x, h0, lengths, batch_first=self.batch_first or unbatched)
         if unbatched:
-            return x[0], np.ascontiguousarray(h_n[:, 0])
-        output = x if self.batch_first else x.transpose(1, 0, 2)
-        return np.ascontiguousarray(output), h_n
+            return output[0], np.ascontiguousarray(h_n[:, 0])
+        return output, h_n
 
     def _initial_state(self, h0, n, unbatched):
-        """h0 as (N, layers*D, H), or zeros when None."""
-        rows = self.num_layers * (1 + self.bidirectional)
+        """h0 as (layers*D, N, H), or None for zeros."""
         if h0 is None:
-            return np.zeros((n, rows, self.hidden_size), dtype=self.dtype)
+            return None
+        rows = self.num_layers * (1 + self.bidirectional)
         h0 = to_numpy(h0)
         expected = (rows, self.hidden_size) if unbatched else (rows, n, self.hidden_size)
         if h0.shape != expected:
             what = "(num_layers*num_directions" + ("" if unbatched else ", batch") + ", hidden_size)"
             raise FastGRUError(f"TorchGRU: h0 has shape {h0.shape}; expected {what} = {expected}")
-        return h0[None] if unbatched else h0.transpose(1, 0, 2)
+        return h0[:, None] if unbatched else h0
 
     def __repr__(self):
         return (f"TorchGRU(input_size={self.input_size}, hidden_size={self.hidden_size}, "
@@ -173,7 +165,14 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
             raise FastGRUError(f"from_torch: batch_first={batch_first!r} but the module has "
                                f"batch_first={source.batch_first}; leave it out to use the module's")
         batch_first = source.batch_first
-    arrays = {key: to_numpy(value) for key, value in state.items()}
+    layers, bidirectional = gru_layers({key: to_numpy(value) for key, value in state.items()}, dtype)
+    return TorchGRU(layers, batch_first=batch_first, bidirectional=bidirectional)
+
+
+def gru_layers(arrays, dtype=None):
+    """(one prepared GRUSequence per layer, bidirectional) from a GRU's state_dict of NumPy arrays,
+    its structure inferred from the keys and every shape checked (errors name the key); ``dtype``:
+    the ops' dtype, by default the weights' one."""
     num_layers, bidirectional, bias = _structure(arrays)
     dtype = _common_dtype(arrays, dtype)
     hidden = _hidden_size(arrays["weight_hh_l0"])
@@ -202,7 +201,49 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
             layers.append(GRUSequence(np.stack(W).astype(dtype), np.stack(R).astype(dtype), np.stack(B),
                                       direction="bidirectional" if bidirectional else "forward",
                                       linear_before_reset=True))
-    return TorchGRU(layers, batch_first=batch_first, bidirectional=bidirectional)
+    return layers, bidirectional
+
+
+def gru_cell(weight_ih, weight_hh, bias_ih=None, bias_hh=None, dtype=None) -> GRUCell:
+    """A ``torch.nn.GRUCell``'s parameters (NumPy arrays; no biases for bias=False) as a prepared
+    GRUCell with linear_before_reset, gate rows z, r, h; ``dtype``: the op's, by default weight_ih's."""
+    dtype = np.dtype(weight_ih.dtype if dtype is None else dtype)
+    hidden = weight_hh.shape[-1]
+    if bias_ih is None:
+        B = np.zeros(4 * hidden, dtype=dtype)
+    else:
+        B = fused_bias(_zrh(bias_ih), _zrh(bias_hh), True, dtype)
+    return GRUCell(_zrh(weight_ih).astype(dtype), _zrh(weight_hh).astype(dtype), B, linear_before_reset=True)
+
+
+def run_layers(layers, x, h0, lengths, batch_first):
+    """Run a stack of GRU layers as torch.nn.GRU does; every layout conversion between torch's
+    tensors and the ops' arrays is here, and only here.
+
+    ``layers``: the prepared GRUSequence ops (one per layer, all of one direction and dtype);
+    ``x`` (N, S, I) with ``batch_first``, else (S, N, I); ``h0`` (layers*D, N, H) or None for
+    zeros; ``lengths`` (N,) integers or None. Returns ``output`` (N, S, D*H) with ``batch_first``,
+    else (S, N, D*H), and ``h_n`` (layers*D, N, H): new C-contiguous arrays of the ops' dtype.
+
+    The ops take X as (N, S, I) and return Y (N, D, S, H), Ho (N, D, H), all C-contiguous, so the
+    copies left are: a time-major x (the op copies it to (N, S, I)); h0 per layer when D = 2 and
+    N > 1 (its (N, D, H) view is strided); Y of a bidirectional layer, to (N, S, 2H), as the next
+    layer's input or as the output; a time-major output; and h_n, from each layer's Ho. A
+    forward GRU in batch_first layout with C-contiguous input copies neither x nor the output.
+    """
+    if not batch_first:
+        x = x.transpose(1, 0, 2)
+    n, s = x.shape[0], x.shape[1]
+    first = layers[0]
+    d, hidden, dtype = first.spec.num_directions, first.hidden_size, first.dtype
+    h_n = np.empty((len(layers) * d, n, hidden), dtype=dtype)
+    zeros = np.zeros((n, d, hidden), dtype=dtype) if h0 is None else None
+    for k, op in enumerate(layers):
+        y, ho = op(x, zeros if h0 is None else h0[k * d:(k + 1) * d].transpose(1, 0, 2), lengths)
+        x = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): a view when D = 1
+        h_n[k * d:(k + 1) * d] = ho.transpose(1, 0, 2)  # (N, D, H) -> (D, N, H)
+    output = x if batch_first else x.transpose(1, 0, 2)
+    return np.ascontiguousarray(output), h_n
 
 
 def _state_dict(obj):
@@ -216,8 +257,8 @@ def _state_dict(obj):
     if torch is None or not isinstance(obj, torch.nn.Module):
         raise TypeError(f"from_torch: got {type(obj).__name__}; expected a torch.nn.GRU, a module holding "
                         "one, or a GRU's state_dict (a mapping of parameter names to tensors or arrays)")
-    if not isinstance(obj, torch.nn.GRU):
-        found = [name for name, m in obj.named_modules() if isinstance(m, torch.nn.GRU)]
+    if not _is_gru(torch, obj):
+        found = [name for name, m in obj.named_modules() if _is_gru(torch, m)]
         if not found:
             raise FastGRUError(f"from_torch: {type(obj).__name__} is not a torch.nn.GRU and holds none")
         if len(found) > 1:
@@ -227,6 +268,11 @@ def _state_dict(obj):
     if getattr(obj, "proj_size", 0):
         raise FastGRUError(f"from_torch: proj_size={obj.proj_size} is not supported (a GRU has no projection)")
     return obj, obj.state_dict()
+
+
+def _is_gru(torch, module):
+    """A torch.nn.GRU, or fastgru.torch.GRU (a torch.nn.RNNBase in mode "GRU", as torch.nn.GRU is)."""
+    return isinstance(module, torch.nn.GRU) or (isinstance(module, torch.nn.RNNBase) and module.mode == "GRU")
 
 
 def _structure(arrays):
