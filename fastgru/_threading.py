@@ -72,7 +72,7 @@ def threads(n: int):
 
 # ------------------------------------------------------------------------------ Numba's internals
 # Numba has no public way to start its pool ahead, nor a lock-free read of the calling thread's
-# count; these two functions are the only place fastgru touches its private module
+# count; these functions are the only place fastgru touches its private module
 # numba.np.ufunc.parallel (checked with Numba 0.60 to 0.68).
 from numba.np.ufunc import parallel as _numba_parallel  # noqa: E402
 
@@ -89,6 +89,15 @@ def requested():
     if _numba_parallel._is_initialized:
         return _numba_parallel._get_num_threads()
     return numba.get_num_threads()
+
+
+def request(n):
+    """``numba.set_num_threads(n)`` for 1 <= n <= NUMBA_NUM_THREADS, unchecked once the pool runs
+    (0.25 µs instead of 1.1 µs): for callers that set and restore a count around every call."""
+    if _numba_parallel._is_initialized:
+        _numba_parallel._set_num_threads(n)
+    else:
+        numba.set_num_threads(n)
 
 
 def _pool_started():
