@@ -89,12 +89,18 @@ def main():
 
     op = fastgru.GRUSequence(W, R, B)
     want = op(X, H0, L)
-    report(f"in-process, one call, {fastgru.get_num_threads()} threads",
-           _median_time(lambda: op(X, H0, L), args.rounds))
+    report(
+        f"in-process, one call, {fastgru.get_num_threads()} threads", _median_time(lambda: op(X, H0, L), args.rounds)
+    )
     with fastgru.threads(1):  # what the tasks compute: each chunk in turn, on one thread
-        chunks = _median_time(lambda: [op(X[i:i + C], H0[i:i + C], L[i:i + C]) for i in range(0, N, C)], args.rounds)
-    report("in-process, 1 thread, chunk by chunk", chunks,
-           f"{chunks * C / N * 1e3:.1f} ms per chunk; / {args.workers} workers = {chunks / args.workers:.3f} s")
+        chunks = _median_time(
+            lambda: [op(X[i : i + C], H0[i : i + C], L[i : i + C]) for i in range(0, N, C)], args.rounds
+        )
+    report(
+        "in-process, 1 thread, chunk by chunk",
+        chunks,
+        f"{chunks * C / N * 1e3:.1f} ms per chunk; / {args.workers} workers = {chunks / args.workers:.3f} s",
+    )
 
     # The NumPy inputs of the last run travel inside the graph (52 MB at the default shapes), which
     # distributed warns about; that run measures this very cost.
@@ -103,11 +109,16 @@ def main():
     arrays = (da.from_array(X, chunks=(C, S, I)), da.from_array(H0, chunks=(C, 1, H)), da.from_array(L, chunks=C))
     got = dask.compute(*dop(*arrays))
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
-    report("threaded scheduler, in-process", _median_time(lambda: dask.compute(*dop(*arrays)), args.rounds),
-           f"{dask.system.CPU_COUNT} tasks at once, 1 fastgru thread each")
+    report(
+        "threaded scheduler, in-process",
+        _median_time(lambda: dask.compute(*dop(*arrays)), args.rounds),
+        f"{dask.system.CPU_COUNT} tasks at once, 1 fastgru thread each",
+    )
 
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         placed = client.persist(arrays)
         wait(placed)
         wait(client.persist(dop(*placed)))  # warm: workers load the kernels and build the op
@@ -123,23 +134,34 @@ def main():
                 wait(client.persist([Y, Ho]))
             stages.append((build, time.perf_counter() - start, *_breakdown(stream.data, submitted, time.time())))
 
-        report("LocalCluster, data on the workers", _median_time(on_workers, args.rounds),
-               f"{args.workers} workers x 1 thread, persist")
+        report(
+            "LocalCluster, data on the workers",
+            _median_time(on_workers, args.rounds),
+            f"{args.workers} workers x 1 thread, persist",
+        )
         build, wall, to_first, span, to_return, workers = sorted(stages, key=lambda s: s[1])[len(stages) // 2]
 
         gathered = []
 
         def numpy_in_out():
-            arrays = (da.from_array(X, chunks=(C, S, I)), da.from_array(H0, chunks=(C, 1, H)),
-                      da.from_array(L, chunks=C))
+            arrays = (
+                da.from_array(X, chunks=(C, S, I)),
+                da.from_array(H0, chunks=(C, 1, H)),
+                da.from_array(L, chunks=C),
+            )
             gathered[:] = [client.compute(list(dop(*arrays)), sync=True)]
 
-        report("LocalCluster, NumPy in and out", _median_time(numpy_in_out, args.rounds),
-               f"{X.nbytes / 1e6:.0f} MB in, {want[0].nbytes / 1e6:.0f} MB out")
+        report(
+            "LocalCluster, NumPy in and out",
+            _median_time(numpy_in_out, args.rounds),
+            f"{X.nbytes / 1e6:.0f} MB in, {want[0].nbytes / 1e6:.0f} MB out",
+        )
         assert all(np.array_equal(g, w) for g, w in zip(gathered[-1], want))
 
-    print(f"fastgru.dask throughput: batch {N} in chunks of {C}, seq_length {S}, input_size {I}, hidden_size {H}, "
-          f"float32, forward; {flops / 1e9:.1f} GFLOP; medians of {args.rounds} rounds; cores {dask.system.CPU_COUNT}")
+    print(
+        f"fastgru.dask throughput: batch {N} in chunks of {C}, seq_length {S}, input_size {I}, hidden_size {H}, "
+        f"float32, forward; {flops / 1e9:.1f} GFLOP; medians of {args.rounds} rounds; cores {dask.system.CPU_COUNT}"
+    )
     print()
     print("| run | s | sequences/s | GFLOP/s | note |")
     print("|---|---|---|---|---|")
@@ -147,13 +169,17 @@ def main():
         print(f"| {name} | {seconds:.3f} | {rate:,.0f} | {gflops:.1f} | {note} |")
     print()
     print(f"LocalCluster, data on the workers, the median round ({wall * 1e3:.1f} ms):")
-    print(f"  graph build on the client {build * 1e3:.1f} ms, submit to the first task's start "
-          f"{to_first * 1e3:.1f} ms, tasks (first start to last stop) {span * 1e3:.1f} ms, "
-          f"last stop to the client's return {to_return * 1e3:.1f} ms")
+    print(
+        f"  graph build on the client {build * 1e3:.1f} ms, submit to the first task's start "
+        f"{to_first * 1e3:.1f} ms, tasks (first start to last stop) {span * 1e3:.1f} ms, "
+        f"last stop to the client's return {to_return * 1e3:.1f} ms"
+    )
     for address, w in sorted(workers.items()):
-        print(f"  worker {address}: {w['tasks']} fastgru tasks computing {w['fastgru']:.3f} s "
-              f"({w['fastgru'] / max(w['tasks'], 1) * 1e3:.1f} ms each), other tasks {w['other'] * 1e3:.1f} ms, "
-              f"transfers {w['transfer'] * 1e3:.1f} ms")
+        print(
+            f"  worker {address}: {w['tasks']} fastgru tasks computing {w['fastgru']:.3f} s "
+            f"({w['fastgru'] / max(w['tasks'], 1) * 1e3:.1f} ms each), other tasks {w['other'] * 1e3:.1f} ms, "
+            f"transfers {w['transfer'] * 1e3:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -79,12 +79,20 @@ def main(argv=None):
             results["fastgru"].append(_median_seconds(fastgru_call, args.seconds))
             results["numpy"].append(_median_seconds(numpy_products, args.seconds))
     gflops = {name: FLOPS / float(np.median(times)) / 1e9 for name, times in results.items()}
-    record = {"geometry": _isa.GEOMETRY.name, "target": _isa.TARGET_CPU, "host": _isa.llvm.get_host_cpu_name(),
-              "fastgru_gflops": round(gflops["fastgru"], 1), "numpy_gflops": round(gflops["numpy"], 1),
-              "ratio": round(gflops["fastgru"] / gflops["numpy"], 3), "numpy": np.__version__,
-              "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "unset")}
-    print(f"| {record['geometry']} | {record['target']} on {record['host']} | {record['fastgru_gflops']} | "
-          f"{record['numpy_gflops']} | {record['ratio']:.2f} |")
+    record = {
+        "geometry": _isa.GEOMETRY.name,
+        "target": _isa.TARGET_CPU,
+        "host": _isa.llvm.get_host_cpu_name(),
+        "fastgru_gflops": round(gflops["fastgru"], 1),
+        "numpy_gflops": round(gflops["numpy"], 1),
+        "ratio": round(gflops["fastgru"] / gflops["numpy"], 3),
+        "numpy": np.__version__,
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "unset"),
+    }
+    print(
+        f"| {record['geometry']} | {record['target']} on {record['host']} | {record['fastgru_gflops']} | "
+        f"{record['numpy_gflops']} | {record['ratio']:.2f} |"
+    )
     if args.json:
         data = json.load(open(args.json)) if os.path.exists(args.json) else []
         data.append(record)

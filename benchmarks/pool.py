@@ -109,15 +109,23 @@ def _onnxruntime_session(c):
         return None
     # ONNX's B is [Wb | Rb]: OpenVINO's summed biases go in Wb (linear_before_reset False).
     bias = np.concatenate([c.B, np.zeros_like(c.B)])[None]
-    initializers = [numpy_helper.from_array(c.W[None], "W"), numpy_helper.from_array(c.R[None], "R"),
-                    numpy_helper.from_array(bias, "B")]
+    initializers = [
+        numpy_helper.from_array(c.W[None], "W"),
+        numpy_helper.from_array(c.R[None], "R"),
+        numpy_helper.from_array(bias, "B"),
+    ]
     node = helper.make_node("GRU", ["X", "W", "R", "B", "sequence_lens", "initial_h"], ["", "Y_h"], hidden_size=H)
     graph = helper.make_graph(
-        [node], "gru",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, I]),
-         helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [1]),
-         helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, [1, 1, H])],
-        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, 1, H])], initializers)
+        [node],
+        "gru",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, I]),
+            helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [1]),
+            helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, [1, 1, H]),
+        ],
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, 1, H])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
     options = ort.SessionOptions()
@@ -209,17 +217,25 @@ def summarise(times):
 def table(rates, machine):
     sizes = sorted(next(iter(rates.values())))
     names = [name for name in IMPLS if name in rates]
-    lines = ["| streams | " + " | ".join(f"{name} steps/s" for name in names)
-             + " | pool / per_stream | pool / onnxruntime |",
-             "|---" * (len(names) + 3) + "|"]
+    lines = [
+        "| streams | "
+        + " | ".join(f"{name} steps/s" for name in names)
+        + " | pool / per_stream | pool / onnxruntime |",
+        "|---" * (len(names) + 3) + "|",
+    ]
     for n in sizes:
         row = [f"{rates[name][n]:,.0f}" for name in names]
-        ratios = [f"{rates['pool'][n] / rates[other][n]:.1f}" if other in rates else "–"
-                  for other in ("per_stream", "onnxruntime")]
+        ratios = [
+            f"{rates['pool'][n] / rates[other][n]:.1f}" if other in rates else "–"
+            for other in ("per_stream", "onnxruntime")
+        ]
         lines.append(f"| {n} | " + " | ".join(row + ratios) + " |")
     facts = ", ".join(f"{k} {v}" for k, v in machine.items())
-    lines += ["", f"GRU cell i{I} h{H} float32, one step per stream per tick; medians of the rounds' median "
-              f"ticks, ratios of those medians, in one run. Machine: {facts}."]
+    lines += [
+        "",
+        f"GRU cell i{I} h{H} float32, one step per stream per tick; medians of the rounds' median "
+        f"ticks, ratios of those medians, in one run. Machine: {facts}.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -229,10 +245,12 @@ def chart(rates, machine, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"pool": "fastgru StatePool: one step call per tick",
-              "per_stream": "fastgru GRUCell: one call per stream",
-              "gather_scatter": "fastgru GRUCell on the gathered states, scattered back",
-              "onnxruntime": "ONNX Runtime: one batch-1 run per stream (IOBinding)"}
+    labels = {
+        "pool": "fastgru StatePool: one step call per tick",
+        "per_stream": "fastgru GRUCell: one call per stream",
+        "gather_scatter": "fastgru GRUCell on the gathered states, scattered back",
+        "onnxruntime": "ONNX Runtime: one batch-1 run per stream (IOBinding)",
+    }
     styles = {"pool": "o-", "per_stream": "s-", "gather_scatter": "^--", "onnxruntime": "d-"}
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for name in IMPLS:
@@ -243,8 +261,11 @@ def chart(rates, machine, path):
     ax.set_yscale("log")
     ax.set_xlabel("streams advanced per tick")
     ax.set_ylabel("stream steps per second")
-    ax.set_title(f"GRU cell i{I} h{H} float32, {machine.get('numba_threads')} threads, "
-                 f"{machine.get('isa')} ({machine.get('cpu_name')})", fontsize=10)
+    ax.set_title(
+        f"GRU cell i{I} h{H} float32, {machine.get('numba_threads')} threads, "
+        f"{machine.get('isa')} ({machine.get('cpu_name')})",
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -266,10 +287,18 @@ def main():
     times = measure(impls, sizes, args.rounds, args.seconds)
     machine = {k: v for k, v in machine_info().items() if k not in ("OPENBLAS_CORETYPE",)}
     rates = summarise(times)
-    Path(args.out + ".json").write_text(json.dumps(
-        {"shape": {"op": "gru_cell", "inputs": I, "hidden": H, "dtype": "float32", "lbr": False},
-         "rounds": args.rounds, "seconds_per_round": args.seconds, "machine": machine,
-         "tick_seconds": {name: {str(n): t for n, t in by_n.items()} for name, by_n in times.items()}}, indent=1))
+    Path(args.out + ".json").write_text(
+        json.dumps(
+            {
+                "shape": {"op": "gru_cell", "inputs": I, "hidden": H, "dtype": "float32", "lbr": False},
+                "rounds": args.rounds,
+                "seconds_per_round": args.seconds,
+                "machine": machine,
+                "tick_seconds": {name: {str(n): t for n, t in by_n.items()} for name, by_n in times.items()},
+            },
+            indent=1,
+        )
+    )
     text = table(rates, machine)
     Path(args.out + ".md").write_text(text)
     chart(rates, machine, args.png)

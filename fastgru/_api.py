@@ -8,10 +8,20 @@ from ._validate import DEFAULT, Attributes, augru_layout, validate
 
 
 @shared_docs
-def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=DEFAULT.hidden_size,
-             activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
-             activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
-             linear_before_reset=DEFAULT.linear_before_reset):
+def gru_cell(
+    X,
+    initial_hidden_state,
+    W,
+    R,
+    B=None,
+    *,
+    hidden_size=DEFAULT.hidden_size,
+    activations=DEFAULT.activations,
+    activations_alpha=DEFAULT.activations_alpha,
+    activations_beta=DEFAULT.activations_beta,
+    clip=DEFAULT.clip,
+    linear_before_reset=DEFAULT.linear_before_reset,
+):
     """Run OpenVINO GRUCell-3: one GRU step for a batch.
 
     Parameters
@@ -54,16 +64,32 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=DEFAULT.hidde
     (2, 4)
     """
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, W=W, R=R, **({} if B is None else {"B": B}))
-    spec = validate("gru_cell", "cell", arrays, Attributes(hidden_size, "forward", activations, activations_alpha,
-                                                           activations_beta, clip, linear_before_reset))
+    spec = validate(
+        "gru_cell",
+        "cell",
+        arrays,
+        Attributes(hidden_size, "forward", activations, activations_alpha, activations_beta, clip, linear_before_reset),
+    )
     return _run(spec, arrays)[0]
 
 
 @shared_docs
-def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=DEFAULT.hidden_size,
-                 direction=DEFAULT.direction, activations=DEFAULT.activations,
-                 activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
-                 clip=DEFAULT.clip, linear_before_reset=DEFAULT.linear_before_reset):
+def gru_sequence(
+    X,
+    initial_hidden_state,
+    sequence_lengths,
+    W,
+    R,
+    B,
+    *,
+    hidden_size=DEFAULT.hidden_size,
+    direction=DEFAULT.direction,
+    activations=DEFAULT.activations,
+    activations_alpha=DEFAULT.activations_alpha,
+    activations_beta=DEFAULT.activations_beta,
+    clip=DEFAULT.clip,
+    linear_before_reset=DEFAULT.linear_before_reset,
+):
     """Run OpenVINO GRUSequence-5: a GRU over a batch of sequences.
 
     Parameters
@@ -111,11 +137,13 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     >>> bool(np.all(Y[1, :, 3:] == 0))
     True
     """
-    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
-                     B=B)
-    spec = validate("gru_sequence", "sequence", arrays, Attributes(hidden_size, direction, activations,
-                                                                   activations_alpha, activations_beta, clip,
-                                                                   linear_before_reset))
+    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R, B=B)
+    spec = validate(
+        "gru_sequence",
+        "sequence",
+        arrays,
+        Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset),
+    )
     return _run(spec, arrays)
 
 
@@ -174,8 +202,9 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     >>> Y.shape, Ho.shape
     ((2, 5, 4), (2, 4))
     """
-    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R,
-                     B=B, A=A)
+    arrays = _arrays(
+        X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R, B=B, A=A
+    )
     layout = augru_layout("augru_sequence", "initial_hidden_state", arrays["initial_hidden_state"])
     spec = validate("augru_sequence", layout, arrays, Attributes(hidden_size))
     return _run(spec, arrays)

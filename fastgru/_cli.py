@@ -39,8 +39,13 @@ def info():
     simd = next((name for name in ("avx512f", "avx2", "avx", "sse4.2", "neon", "asimd") if features.get(name)), "none")
     folder = cache_root()
     files = sum(name.endswith(".nbc") for _, _, names in os.walk(folder) for name in names) if folder else 0
-    cache = (f"{folder} ({files} compiled kernels)" if folder else
-             "none: no writable folder, kernels compile in every process" if CACHE else "off (FASTGRU_NO_CACHE)")
+    cache = (
+        f"{folder} ({files} compiled kernels)"
+        if folder
+        else "none: no writable folder, kernels compile in every process"
+        if CACHE
+        else "off (FASTGRU_NO_CACHE)"
+    )
     lines = {
         "fastgru": f"{fastgru.__version__} ({os.path.dirname(fastgru.__file__)})",
         "python": f"{platform.python_version()} ({sys.executable})",
@@ -51,8 +56,11 @@ def info():
         "geometry": f"{describe()} (FASTGRU_ISA={os.environ.get('FASTGRU_ISA', '') or 'auto'})",
         "threads": f"{fastgru.get_num_threads()} for this thread; NUMBA_NUM_THREADS={BUDGET} for the process",
         "threading layer": start_pool(),
-        "partner thread": (f"spins {SPIN_US} µs after its last job (FASTGRU_SPIN_US)" if PARTNER.enabled else
-                           "off (FASTGRU_SPIN_US=0, no JIT, or not an x86 CPU)"),
+        "partner thread": (
+            f"spins {SPIN_US} µs after its last job (FASTGRU_SPIN_US)"
+            if PARTNER.enabled
+            else "off (FASTGRU_SPIN_US=0, no JIT, or not an x86 CPU)"
+        ),
         "cache folder": cache,
         "FASTGRU_CACHE_DIR": CACHE_DIR or "unset",
     }
@@ -75,11 +83,12 @@ def bench(seconds=0.2, dtype="float32"):
         prepared_op, prepared, function = _calls(np.random.default_rng(k), np.dtype(dtype), op, n, s, i, h, direction)
         flops = prepared_op._packed.flops(n, s)
         times = [_median(call, seconds / 2) for call in (prepared, function)]
-        rows.append(f"| {name} | {n}-{s}-{i}-{h} | {times[0] * 1e6:,.1f} | {times[1] * 1e6:,.1f} | "
-                    f"{flops / times[0] / 1e9:.3g} |")
+        rows.append(
+            f"| {name} | {n}-{s}-{i}-{h} | {times[0] * 1e6:,.1f} | {times[1] * 1e6:,.1f} | "
+            f"{flops / times[0] / 1e9:.3g} |"
+        )
         _progress(progress, k + 1, len(BENCH_SHAPES), name)
-    print(f"fastgru {fastgru.__version__}, {dtype}, {fastgru.get_num_threads()} threads, median µs per call",
-          file=out)
+    print(f"fastgru {fastgru.__version__}, {dtype}, {fastgru.get_num_threads()} threads, median µs per call", file=out)
     print("| shape | batch-seq-input-hidden | prepared op (out=) | function | GFLOP/s (prepared) |", file=out)
     print("|---|---|---|---|---|", file=out)
     print("\n".join(rows), file=out)
@@ -104,12 +113,18 @@ def _calls(rng, dtype, op, n, s, i, h, direction):
         a = rng.uniform(size=(n, s, 1)).astype(dtype)
         augru = fastgru.AUGRUSequence(w, r, b)
         outs = augru(x, h0, lengths, a)
-        return augru, (lambda: augru(x, h0, lengths, a, out=outs)), (lambda: fastgru.augru_sequence(x, h0, lengths, w,
-                                                                                                       r, b, a))
+        return (
+            augru,
+            (lambda: augru(x, h0, lengths, a, out=outs)),
+            (lambda: fastgru.augru_sequence(x, h0, lengths, w, r, b, a)),
+        )
     seq = fastgru.GRUSequence(w, r, b, direction=direction)
     outs = seq(x, h0, lengths)
-    return seq, (lambda: seq(x, h0, lengths, out=outs)), (lambda: fastgru.gru_sequence(x, h0, lengths, w, r, b,
-                                                                                        direction=direction))
+    return (
+        seq,
+        (lambda: seq(x, h0, lengths, out=outs)),
+        (lambda: fastgru.gru_sequence(x, h0, lengths, w, r, b, direction=direction)),
+    )
 
 
 def _median(call, seconds):

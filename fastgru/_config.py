@@ -51,8 +51,9 @@ _PACKAGE = Path(__file__).resolve().parent
 def _sources_digest():
     """A digest of the sources the kernels are compiled from (the kernels, the tuning table, this file)."""
     digest = hashlib.sha256()
-    for path in sorted([*(_PACKAGE / "_kernels").glob("*.py"), _PACKAGE / "_tuning.py", _PACKAGE / "_isa.py",
-                        Path(__file__).resolve()]):
+    for path in sorted(
+        [*(_PACKAGE / "_kernels").glob("*.py"), _PACKAGE / "_tuning.py", _PACKAGE / "_isa.py", Path(__file__).resolve()]
+    ):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 

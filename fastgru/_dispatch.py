@@ -30,8 +30,15 @@ def compute_dtype(dtype):
 def canonical_strides(n_dirs, n_steps, n_inputs, n_hidden):
     """The strides of the call descriptor for the ops' C-contiguous layouts: X (N, S, I), states
     (N, D, H) and Y (N, D, S, H); the cell's (N, I), (N, H) and AUGRU's 2-D layouts have the same."""
-    return {"x_row": n_steps * n_inputs, "x_step": n_inputs, "y_row": n_dirs * n_steps * n_hidden,
-            "y_dir": n_steps * n_hidden, "y_step": n_hidden, "s_row": n_dirs * n_hidden, "s_dir": n_hidden}
+    return {
+        "x_row": n_steps * n_inputs,
+        "x_step": n_inputs,
+        "y_row": n_dirs * n_steps * n_hidden,
+        "y_dir": n_steps * n_hidden,
+        "y_step": n_hidden,
+        "s_row": n_dirs * n_hidden,
+        "s_dir": n_hidden,
+    }
 
 
 def result_shapes(spec, n, s):
@@ -61,8 +68,15 @@ class Packed:
         pack_weights(W, R, B, self.weights)
         self.n_dirs, self.n_hidden, self.n_inputs = d, h, i
         self.clip = spec.clip
-        self._attributes = {"n_inputs": i, "n_hidden": h, "n_dirs": d, "reverse": REVERSED[spec.direction],
-                            "lbr": int(spec.linear_before_reset), "f_code": spec.f_code, "g_code": spec.g_code}
+        self._attributes = {
+            "n_inputs": i,
+            "n_hidden": h,
+            "n_dirs": d,
+            "reverse": REVERSED[spec.direction],
+            "lbr": int(spec.linear_before_reset),
+            "f_code": spec.f_code,
+            "g_code": spec.g_code,
+        }
         self._cell = spec.layout == "cell"
         self._native = spec.dtype == ct
         #: The kernels' att of a plain GRU. Writeable all the same: Numba compiles another kernel
@@ -84,8 +98,10 @@ class Packed:
         n = X.shape[0]
         s = 1 if self._cell else X.shape[1]
         if not self._native:  # float16 and bfloat16: computed in float32 in kept buffers, rounded to T1 once
-            results = tuple(_scratch.kept(f"result{k}", math.prod(shape), ct)[: math.prod(shape)].reshape(shape)
-                            for k, shape in enumerate(self.result_shapes(n, s)))
+            results = tuple(
+                _scratch.kept(f"result{k}", math.prod(shape), ct)[: math.prod(shape)].reshape(shape)
+                for k, shape in enumerate(self.result_shapes(n, s))
+            )
         elif out is None:
             results = tuple(np.empty(shape, ct) for shape in self.result_shapes(n, s))
         else:

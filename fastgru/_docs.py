@@ -28,7 +28,10 @@ DASK_RAISES = """Raises
 
 def shared_docs(func):
     """Fill the ``{GATE_ATTRIBUTES}``-style places of ``func``'s docstring with the sections above."""
-    for name, text in (("GATE_ATTRIBUTES", GATE_ATTRIBUTES), ("SEQUENCE_RAISES", SEQUENCE_RAISES),
-                       ("DASK_RAISES", DASK_RAISES)):
+    for name, text in (
+        ("GATE_ATTRIBUTES", GATE_ATTRIBUTES),
+        ("SEQUENCE_RAISES", SEQUENCE_RAISES),
+        ("DASK_RAISES", DASK_RAISES),
+    ):
         func.__doc__ = func.__doc__.replace("{" + name + "}", text)
     return func

@@ -31,8 +31,10 @@ def to_numpy(value):
             try:
                 import ml_dtypes
             except ImportError:
-                raise TypeError("a bfloat16 tensor needs ml_dtypes (pip install ml_dtypes); or convert "
-                                "the tensors with .float() first") from None
+                raise TypeError(
+                    "a bfloat16 tensor needs ml_dtypes (pip install ml_dtypes); or convert "
+                    "the tensors with .float() first"
+                ) from None
             return value.float().numpy().astype(ml_dtypes.bfloat16)
         return value.numpy()
     return np.asarray(value)
@@ -40,7 +42,8 @@ def to_numpy(value):
 
 def fused_bias(wb, rb, linear_before_reset, dtype=None):
     """fastgru's B from the input and recurrent biases ``wb`` and ``rb`` (..., 3*hidden_size), gate
-    rows z, r, h: [Wbz+Rbz, Wbr+Rbr, Wbh, Rbh] with ``linear_before_reset``, else Wb+Rb (docs/semantics.md, "The gates").
+    rows z, r, h: [Wbz+Rbz, Wbr+Rbr, Wbh, Rbh] with ``linear_before_reset``, else Wb+Rb
+    (docs/semantics.md, "The gates").
 
     With ``dtype``, the sums are taken in float64 (exact for float16, bfloat16 and float32 biases)
     and rounded to ``dtype`` once, as W and R are: the addends are not rounded first."""

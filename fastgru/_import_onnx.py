@@ -22,8 +22,8 @@ import os
 
 import numpy as np
 
-from ._import_common import about, fused_bias
 from ._codes import ACTIVATIONS as CODES
+from ._import_common import about, fused_bias
 from ._ops import Described, GRUSequence
 from ._validate import DIRECTIONS, FastGRUError
 

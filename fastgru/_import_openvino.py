@@ -22,8 +22,15 @@ from ._validate import FastGRUError
 #: initial_hidden_state, sequence_lengths, W, R, B; GRUCell-3: X, initial_hidden_state, W, R, B;
 #: AUGRUSequence: GRUSequence's then A).
 _WEIGHT_PORTS = {"GRUSequence": (3, 4, 5), "GRUCell": (2, 3, 4), "AUGRUSequence": (3, 4, 5)}
-_ATTRIBUTES = {"hidden_size", "direction", "linear_before_reset", "activations", "activations_alpha",
-               "activations_beta", "clip"}
+_ATTRIBUTES = {
+    "hidden_size",
+    "direction",
+    "linear_before_reset",
+    "activations",
+    "activations_alpha",
+    "activations_beta",
+    "clip",
+}
 #: What ie_internal_opset.AUGRUSequence may carry: its attributes are fixed (docs/semantics.md, "The gates").
 _AUGRU_FIXED = {"direction": "forward", "linear_before_reset": False, "activations": ["sigmoid", "tanh"], "clip": 0.0}
 
@@ -105,14 +112,16 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None):
     ir = _IR(xml_path, bin_path)
     grus = [layer for layer in ir.layers.values() if layer.get("type") in _WEIGHT_PORTS]
     if not grus:
-        raise FastGRUError(f"from_openvino: {xml_path} has no GRUSequence, GRUCell or AUGRUSequence layer "
-                           "(in its main graph)")
+        raise FastGRUError(
+            f"from_openvino: {xml_path} has no GRUSequence, GRUCell or AUGRUSequence layer (in its main graph)"
+        )
     if layer_name is not None:
         chosen = [layer for layer in grus if layer.get("name") == layer_name]
         if not chosen:
             names = ", ".join(repr(layer.get("name")) for layer in grus)
-            raise FastGRUError(f"from_openvino: {xml_path} has no GRU layer named {layer_name!r}; its GRU layers: "
-                               f"{names}")
+            raise FastGRUError(
+                f"from_openvino: {xml_path} has no GRU layer named {layer_name!r}; its GRU layers: {names}"
+            )
         return _op(ir, chosen[0])
     ops = {}
     for layer in grus:
@@ -133,8 +142,9 @@ class _IR:
             raise FastGRUError(f"from_openvino: {xml_path} is not an OpenVINO IR (no <net><layers>)")
         self.layers = {layer.get("id"): layer for layer in root.find("layers")}
         edges = root.find("edges")
-        self.sources = {(e.get("to-layer"), e.get("to-port")): e.get("from-layer")
-                        for e in (edges if edges is not None else ())}
+        self.sources = {
+            (e.get("to-layer"), e.get("to-port")): e.get("from-layer") for e in (edges if edges is not None else ())
+        }
 
     def producer(self, layer, index):
         """The layer feeding input ``index`` of ``layer`` (None when not connected)."""
@@ -152,12 +162,15 @@ class _IR:
             layer = self.producer(layer, 0)
         if layer is None or layer.get("type") != "Const":
             source = "nothing" if layer is None else f"layer {layer.get('name')!r} ({layer.get('type')})"
-            raise FastGRUError(f"{what} comes from {source}; fastgru needs constant weights: a Const layer, "
-                               "optionally through Convert layers (f16 decompression)")
+            raise FastGRUError(
+                f"{what} comes from {source}; fastgru needs constant weights: a Const layer, "
+                "optionally through Convert layers (f16 decompression)"
+            )
         value = self._read(layer, what)
         for convert in reversed(converts):
-            value = value.astype(self._dtype(_data(convert).get("destination_type"), f"{what} (Convert "
-                                             f"{convert.get('name')!r})"))
+            value = value.astype(
+                self._dtype(_data(convert).get("destination_type"), f"{what} (Convert {convert.get('name')!r})")
+            )
         return value
 
     def _read(self, const, what):
@@ -169,15 +182,20 @@ class _IR:
             shape = tuple(int(s) for s in text.split(",")) if text else ()
             offset, size = int(data["offset"]), int(data["size"])
         except (KeyError, ValueError):
-            raise FastGRUError(f"{where}: <data> has shape={text!r}, offset={data.get('offset')!r}, "
-                               f"size={data.get('size')!r}; expected integers") from None
+            raise FastGRUError(
+                f"{where}: <data> has shape={text!r}, offset={data.get('offset')!r}, "
+                f"size={data.get('size')!r}; expected integers"
+            ) from None
         if size != int(np.prod(shape)) * dtype.itemsize:
-            raise FastGRUError(f"{where}: size={size} bytes, but shape {shape} of {data.get('element_type')} "
-                               f"needs {int(np.prod(shape)) * dtype.itemsize}")
+            raise FastGRUError(
+                f"{where}: size={size} bytes, but shape {shape} of {data.get('element_type')} "
+                f"needs {int(np.prod(shape)) * dtype.itemsize}"
+            )
         file_size = self._bin_size
         if offset < 0 or offset + size > file_size:
-            raise FastGRUError(f"{where}: bytes {offset} to {offset + size} are past the end of {self.bin_path} "
-                               f"({file_size} bytes)")
+            raise FastGRUError(
+                f"{where}: bytes {offset} to {offset + size} are past the end of {self.bin_path} ({file_size} bytes)"
+            )
         raw = np.fromfile(self.bin_path, dtype=np.uint8, count=size, offset=offset)
         return raw.view(dtype).reshape(shape)  # IR data is little-endian, as x86 and Arm are
 
@@ -190,8 +208,9 @@ class _IR:
     def _dtype(element_type, where):
         types = _element_types()
         if element_type not in types:
-            raise NotImplementedError(f"{where}: element_type {element_type!r} is not supported; expected one of "
-                                      f"{', '.join(types)}")
+            raise NotImplementedError(
+                f"{where}: element_type {element_type!r} is not supported; expected one of {', '.join(types)}"
+            )
         return types[element_type]
 
 
@@ -227,8 +246,9 @@ def _attributes(data, where):
     attrs = {}
     for key, text in data.items():
         if key not in _ATTRIBUTES:
-            raise NotImplementedError(f"{where}: attribute {key}={text!r} is not supported; fastgru knows "
-                                      f"{', '.join(sorted(_ATTRIBUTES))}")
+            raise NotImplementedError(
+                f"{where}: attribute {key}={text!r} is not supported; fastgru knows {', '.join(sorted(_ATTRIBUTES))}"
+            )
         try:
             if key == "hidden_size":
                 attrs[key] = int(text)

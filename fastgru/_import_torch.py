@@ -77,8 +77,10 @@ class TorchGRU:
         x = to_numpy(input)
         if x.ndim not in (2, 3):
             order = "batch, seq_len" if self.batch_first else "seq_len, batch"
-            raise FastGRUError(f"TorchGRU: input has rank {x.ndim} (shape {x.shape}); expected ({order}, "
-                               f"input_size={self.input_size}), or (seq_len, input_size) unbatched")
+            raise FastGRUError(
+                f"TorchGRU: input has rank {x.ndim} (shape {x.shape}); expected ({order}, "
+                f"input_size={self.input_size}), or (seq_len, input_size) unbatched"
+            )
         unbatched = x.ndim == 2
         if unbatched:
             x = x[None]
@@ -106,9 +108,11 @@ class TorchGRU:
         return h0[:, None] if unbatched else h0
 
     def __repr__(self):
-        return (f"TorchGRU(input_size={self.input_size}, hidden_size={self.hidden_size}, "
-                f"num_layers={self.num_layers}, bidirectional={self.bidirectional}, "
-                f"batch_first={self.batch_first}, dtype={self.dtype.name})")
+        return (
+            f"TorchGRU(input_size={self.input_size}, hidden_size={self.hidden_size}, "
+            f"num_layers={self.num_layers}, bidirectional={self.bidirectional}, "
+            f"batch_first={self.batch_first}, dtype={self.dtype.name})"
+        )
 
 
 def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGRU:
@@ -162,8 +166,10 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
         batch_first = bool(batch_first) if batch_first is not None else False
     else:
         if batch_first is not None and bool(batch_first) != source.batch_first:
-            raise FastGRUError(f"from_torch: batch_first={batch_first!r} but the module has "
-                               f"batch_first={source.batch_first}; leave it out to use the module's")
+            raise FastGRUError(
+                f"from_torch: batch_first={batch_first!r} but the module has "
+                f"batch_first={source.batch_first}; leave it out to use the module's"
+            )
         batch_first = source.batch_first
     layers, bidirectional = gru_layers({key: to_numpy(value) for key, value in state.items()}, dtype)
     return TorchGRU(layers, batch_first=batch_first, bidirectional=bidirectional)
@@ -185,8 +191,12 @@ def gru_layers(arrays, dtype=None):
         W, R, B = [], [], []
         for sfx in suffixes:
             w_ih, w_hh = arrays[f"weight_ih_l{k}{sfx}"], arrays[f"weight_hh_l{k}{sfx}"]
-            _check_shape(f"weight_ih_l{k}{sfx}", w_ih, (3 * hidden, inputs),
-                         ("3*hidden_size", "input_size" if k == 0 else "num_directions*hidden_size"))
+            _check_shape(
+                f"weight_ih_l{k}{sfx}",
+                w_ih,
+                (3 * hidden, inputs),
+                ("3*hidden_size", "input_size" if k == 0 else "num_directions*hidden_size"),
+            )
             _check_shape(f"weight_hh_l{k}{sfx}", w_hh, (3 * hidden, hidden), ("3*hidden_size", "hidden_size"))
             W.append(_zrh(w_ih))
             R.append(_zrh(w_hh))
@@ -198,9 +208,15 @@ def gru_layers(arrays, dtype=None):
             else:
                 B.append(np.zeros(4 * hidden, dtype=dtype))
         with about(f"from_torch: layer {k}"):
-            layers.append(GRUSequence(np.stack(W).astype(dtype), np.stack(R).astype(dtype), np.stack(B),
-                                      direction="bidirectional" if bidirectional else "forward",
-                                      linear_before_reset=True))
+            layers.append(
+                GRUSequence(
+                    np.stack(W).astype(dtype),
+                    np.stack(R).astype(dtype),
+                    np.stack(B),
+                    direction="bidirectional" if bidirectional else "forward",
+                    linear_before_reset=True,
+                )
+            )
     return layers, bidirectional
 
 
@@ -239,9 +255,9 @@ def run_layers(layers, x, h0, lengths, batch_first):
     h_n = np.empty((len(layers) * d, n, hidden), dtype=dtype)
     zeros = np.zeros((n, d, hidden), dtype=dtype) if h0 is None else None
     for k, op in enumerate(layers):
-        y, ho = op(x, zeros if h0 is None else h0[k * d:(k + 1) * d].transpose(1, 0, 2), lengths)
+        y, ho = op(x, zeros if h0 is None else h0[k * d : (k + 1) * d].transpose(1, 0, 2), lengths)
         x = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): a view when D = 1
-        h_n[k * d:(k + 1) * d] = ho.transpose(1, 0, 2)  # (N, D, H) -> (D, N, H)
+        h_n[k * d : (k + 1) * d] = ho.transpose(1, 0, 2)  # (N, D, H) -> (D, N, H)
     output = x if batch_first else x.transpose(1, 0, 2)
     return np.ascontiguousarray(output), h_n
 
@@ -255,15 +271,19 @@ def _state_dict(obj):
     except ImportError:
         torch = None
     if torch is None or not isinstance(obj, torch.nn.Module):
-        raise TypeError(f"from_torch: got {type(obj).__name__}; expected a torch.nn.GRU, a module holding "
-                        "one, or a GRU's state_dict (a mapping of parameter names to tensors or arrays)")
+        raise TypeError(
+            f"from_torch: got {type(obj).__name__}; expected a torch.nn.GRU, a module holding "
+            "one, or a GRU's state_dict (a mapping of parameter names to tensors or arrays)"
+        )
     if not _is_gru(torch, obj):
         found = [name for name, m in obj.named_modules() if _is_gru(torch, m)]
         if not found:
             raise FastGRUError(f"from_torch: {type(obj).__name__} is not a torch.nn.GRU and holds none")
         if len(found) > 1:
-            raise FastGRUError(f"from_torch: {type(obj).__name__} holds {len(found)} torch.nn.GRU modules "
-                               f"({', '.join(found)}); pass the one to convert, e.g. model.{found[0]}")
+            raise FastGRUError(
+                f"from_torch: {type(obj).__name__} holds {len(found)} torch.nn.GRU modules "
+                f"({', '.join(found)}); pass the one to convert, e.g. model.{found[0]}"
+            )
         obj = obj.get_submodule(found[0])
     if getattr(obj, "proj_size", 0):
         raise FastGRUError(f"from_torch: proj_size={obj.proj_size} is not supported (a GRU has no projection)")
@@ -285,11 +305,14 @@ def _structure(arrays):
             if isinstance(key, str) and "weight_hr" in key:
                 what = " (an LSTM's projection, proj_size: torch.nn.GRU has none)"
             elif isinstance(key, str) and _KEY.search(key):
-                prefix = key[:_KEY.search(key).start()]
-                hint = (f". For a GRU inside a larger model, keep its entries without the prefix: "
-                        f"{{k.removeprefix({prefix!r}): v for k, v in state.items() if k.startswith({prefix!r})}}")
-            raise FastGRUError(f"from_torch: state_dict key {key!r} is not a GRU parameter{what}; "
-                               f"expected {_EXPECTED_KEYS}{hint}")
+                prefix = key[: _KEY.search(key).start()]
+                hint = (
+                    f". For a GRU inside a larger model, keep its entries without the prefix: "
+                    f"{{k.removeprefix({prefix!r}): v for k, v in state.items() if k.startswith({prefix!r})}}"
+                )
+            raise FastGRUError(
+                f"from_torch: state_dict key {key!r} is not a GRU parameter{what}; expected {_EXPECTED_KEYS}{hint}"
+            )
         found[key] = (match[1], int(match[2]), bool(match[3]))
     if not found:
         raise FastGRUError(f"from_torch: the state_dict is empty; expected {_EXPECTED_KEYS}")
@@ -301,8 +324,10 @@ def _structure(arrays):
         for sfx in ("", "_reverse") if bidirectional else ("",):
             for name in names:
                 if f"{name}_l{k}{sfx}" not in arrays:
-                    why = (f"num_layers={num_layers} from {max(found, key=lambda key: found[key][1])!r}, "
-                           f"bidirectional={bidirectional}, bias={bias}")
+                    why = (
+                        f"num_layers={num_layers} from {max(found, key=lambda key: found[key][1])!r}, "
+                        f"bidirectional={bidirectional}, bias={bias}"
+                    )
                     raise FastGRUError(f"from_torch: state_dict has no {name}_l{k}{sfx} ({why})")
     return num_layers, bidirectional, bias
 
@@ -316,18 +341,25 @@ def _common_dtype(arrays, dtype):
         if first is None:
             first = (key, array.dtype)
         elif array.dtype != first[1]:
-            raise TypeError(f"from_torch: {key} is {array.dtype.name} but {first[0]} is {first[1].name}; "
-                            "the weights must share one dtype (or pass dtype=)")
+            raise TypeError(
+                f"from_torch: {key} is {array.dtype.name} but {first[0]} is {first[1].name}; "
+                "the weights must share one dtype (or pass dtype=)"
+            )
     return first[1]
 
 
 def _hidden_size(w_hh):
     """hidden_size from weight_hh_l0, (3*hidden_size, hidden_size)."""
     if w_hh.ndim != 2 or w_hh.shape[1] == 0 or w_hh.shape[0] != 3 * w_hh.shape[1]:
-        hint = " (an LSTM's weights have 4*hidden_size rows)" if w_hh.ndim == 2 and w_hh.shape[0] == 4 * w_hh.shape[
-            1] else ""
-        raise FastGRUError(f"from_torch: weight_hh_l0 has shape {w_hh.shape}; expected (3*hidden_size, hidden_size) "
-                           f"with hidden_size > 0{hint}")
+        hint = (
+            " (an LSTM's weights have 4*hidden_size rows)"
+            if w_hh.ndim == 2 and w_hh.shape[0] == 4 * w_hh.shape[1]
+            else ""
+        )
+        raise FastGRUError(
+            f"from_torch: weight_hh_l0 has shape {w_hh.shape}; expected (3*hidden_size, hidden_size) "
+            f"with hidden_size > 0{hint}"
+        )
     return w_hh.shape[1]
 
 
@@ -339,8 +371,9 @@ def _check_shape(key, array, expected, symbols):
     lstm = array.ndim and array.shape[0] == 4 * expected[0] // 3
     hint = " (an LSTM's weights have 4*hidden_size rows)" if lstm else ""
     comma = "," if len(expected) == 1 else ""
-    raise FastGRUError(f"from_torch: {key} has shape {array.shape}; expected ({text}{comma}), hidden_size from "
-                       f"weight_hh_l0{hint}")
+    raise FastGRUError(
+        f"from_torch: {key} has shape {array.shape}; expected ({text}{comma}), hidden_size from weight_hh_l0{hint}"
+    )
 
 
 def _zrh(rzn):

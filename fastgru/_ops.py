@@ -41,9 +41,11 @@ class Described:
 
     def __repr__(self):
         spec = self.spec
-        return (f"{type(self).__name__}(hidden_size={spec.hidden_size}, input_size={spec.input_size}, "
-                f"direction={spec.direction!r}, linear_before_reset={spec.linear_before_reset}, "
-                f"dtype={spec.dtype.name})")
+        return (
+            f"{type(self).__name__}(hidden_size={spec.hidden_size}, input_size={spec.input_size}, "
+            f"direction={spec.direction!r}, linear_before_reset={spec.linear_before_reset}, "
+            f"dtype={spec.dtype.name})"
+        )
 
 
 class _Prepared(Described):
@@ -103,12 +105,28 @@ class GRUCell(_Prepared):
     (2, 4)
     """
 
-    def __init__(self, W, R, B=None, *, hidden_size=DEFAULT.hidden_size, activations=DEFAULT.activations,
-                 activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
-                 clip=DEFAULT.clip, linear_before_reset=DEFAULT.linear_before_reset):
+    def __init__(
+        self,
+        W,
+        R,
+        B=None,
+        *,
+        hidden_size=DEFAULT.hidden_size,
+        activations=DEFAULT.activations,
+        activations_alpha=DEFAULT.activations_alpha,
+        activations_beta=DEFAULT.activations_beta,
+        clip=DEFAULT.clip,
+        linear_before_reset=DEFAULT.linear_before_reset,
+    ):
         weights = {"W": W, "R": R} if B is None else {"W": W, "R": R, "B": B}
-        super().__init__("GRUCell", "cell", weights, Attributes(hidden_size, "forward", activations, activations_alpha,
-                                                                activations_beta, clip, linear_before_reset))
+        super().__init__(
+            "GRUCell",
+            "cell",
+            weights,
+            Attributes(
+                hidden_size, "forward", activations, activations_alpha, activations_beta, clip, linear_before_reset
+            ),
+        )
 
     def __call__(self, X, initial_hidden_state, *, out=None):
         return self._call(X, initial_hidden_state, out=out)
@@ -132,13 +150,28 @@ class GRUSequence(_Sequence):
     ((2, 1, 5, 4), (2, 1, 4))
     """
 
-    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size, direction=DEFAULT.direction,
-                 activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
-                 activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
-                 linear_before_reset=DEFAULT.linear_before_reset):
-        super().__init__("GRUSequence", "sequence", {"W": W, "R": R, "B": B},
-                         Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip,
-                                    linear_before_reset))
+    def __init__(
+        self,
+        W,
+        R,
+        B,
+        *,
+        hidden_size=DEFAULT.hidden_size,
+        direction=DEFAULT.direction,
+        activations=DEFAULT.activations,
+        activations_alpha=DEFAULT.activations_alpha,
+        activations_beta=DEFAULT.activations_beta,
+        clip=DEFAULT.clip,
+        linear_before_reset=DEFAULT.linear_before_reset,
+    ):
+        super().__init__(
+            "GRUSequence",
+            "sequence",
+            {"W": W, "R": R, "B": B},
+            Attributes(
+                hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset
+            ),
+        )
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
         return self._call(X, initial_hidden_state, sequence_lengths, out=out)
@@ -187,8 +220,10 @@ class Stream:
     def __init__(self, op, initial_hidden_state, sequence_lengths=None):
         spec = op.spec
         if spec.direction != "forward":
-            raise FastGRUError(f"{spec.op}.stream: direction is {spec.direction!r}; only 'forward' can be streamed "
-                               "(a reverse pass starts at the last step): call the op on the whole sequence")
+            raise FastGRUError(
+                f"{spec.op}.stream: direction is {spec.direction!r}; only 'forward' can be streamed "
+                "(a reverse pass starts at the last step): call the op on the whole sequence"
+            )
         h0 = np.asarray(initial_hidden_state)
         n = h0.shape[0] if h0.ndim else 0
         lengths = np.full(n, np.iinfo(np.int64).max) if sequence_lengths is None else np.asarray(sequence_lengths)
@@ -213,13 +248,17 @@ class Stream:
         X = np.asarray(X)
         arrays = {"X": X} if A is None else {"X": X, "A": np.asarray(A)}
         if (A is None) == (spec.op == "AUGRUSequence"):
-            raise FastGRUError(f"{spec.op} stream: A is {'missing' if A is None else 'given'}; expected "
-                               f"{'stream(X, A)' if A is None else 'stream(X): only AUGRUSequence takes A'}")
+            raise FastGRUError(
+                f"{spec.op} stream: A is {'missing' if A is None else 'given'}; expected "
+                f"{'stream(X, A)' if A is None else 'stream(X): only AUGRUSequence takes A'}"
+            )
         validate_call(spec, arrays)
         n, s = X.shape[0], X.shape[1]
         if n != self._state.shape[0]:
-            raise FastGRUError(f"{spec.op} stream: X has batch_size {n}; expected {self._state.shape[0]}, the "
-                               "batch_size of the stream's initial_hidden_state")
+            raise FastGRUError(
+                f"{spec.op} stream: X has batch_size {n}; expected {self._state.shape[0]}, the "
+                "batch_size of the stream's initial_hidden_state"
+            )
         chunk = np.clip(self._remaining, 0, s)
         ct = packed.compute_dtype
         y = np.empty((n, 1, s, spec.hidden_size), dtype=ct)

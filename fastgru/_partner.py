@@ -35,8 +35,9 @@ from ._threading import requested
 def _spin_us(text):
     """FASTGRU_SPIN_US's value: a whole number of microseconds, at least 0."""
     if not text.strip().isdigit():
-        raise ValueError(f"FASTGRU_SPIN_US is {text!r}; expected a whole number of microseconds "
-                         "(0 turns the partner thread off)")
+        raise ValueError(
+            f"FASTGRU_SPIN_US is {text!r}; expected a whole number of microseconds (0 turns the partner thread off)"
+        )
     return int(text)
 
 

@@ -24,8 +24,11 @@ def choose(n_rows, n_steps, n_dirs, n_hidden, flops):
     if n_rows * n_dirs == 1:
         if _partner.PARTNER.enabled and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:
             return "pair"
-        if (n_hidden >= _tuning.SPLIT_FROM_HIDDEN and n_steps >= _tuning.SPLIT_FROM_STEPS
-                and flops >= _tuning.SERIAL_BELOW_FLOPS):
+        if (
+            n_hidden >= _tuning.SPLIT_FROM_HIDDEN
+            and n_steps >= _tuning.SPLIT_FROM_STEPS
+            and flops >= _tuning.SERIAL_BELOW_FLOPS
+        ):
             return "split"
         return "serial"
     return "serial" if flops < _tuning.SERIAL_BELOW_FLOPS else "parallel"

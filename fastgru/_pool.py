@@ -15,11 +15,11 @@ import threading
 import numpy as np
 
 from . import _scratch
+from ._codes import CLOSED, IDLE
 from ._dispatch import result_shapes
 from ._kernels import marks
 from ._kernels.memory import aligned
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
-from ._codes import CLOSED, IDLE
 from ._validate import (
     check_batch,
     check_capacity,
@@ -221,9 +221,13 @@ class StatePool:
         """Check X, sequence_lengths and A of n streams; returns the steps."""
         spec = self._spec
         check_step_arguments(where, spec.op, lengths, A)
-        fast = (X.dtype is spec.dtype and X.ndim == self._x_rank and X.shape[-1] == spec.input_size
-                and (lengths is None or (lengths.dtype.kind in "iu" and lengths.shape == (X.shape[0],)))
-                and (A is None or (A.dtype == spec.dtype and A.shape == (X.shape[0], X.shape[1], 1))))
+        fast = (
+            X.dtype is spec.dtype
+            and X.ndim == self._x_rank
+            and X.shape[-1] == spec.input_size
+            and (lengths is None or (lengths.dtype.kind in "iu" and lengths.shape == (X.shape[0],)))
+            and (A is None or (A.dtype == spec.dtype and A.shape == (X.shape[0], X.shape[1], 1)))
+        )
         if not fast:
             arrays = {"X": X, "sequence_lengths": lengths, "A": A}
             validate_call(spec, {name: a for name, a in arrays.items() if a is not None})

@@ -148,8 +148,9 @@ def _load_tbb():
     if _pool_started() or str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb"):
         return
     candidates = [os.path.join(sys.prefix, "lib", "libtbb.so.12")]
-    candidates += glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "openvino", "libs",
-                                         "libtbb.so.12"))
+    candidates += glob.glob(
+        os.path.join(sys.prefix, "lib", "python*", "site-packages", "openvino", "libs", "libtbb.so.12")
+    )
     for path in candidates:
         if os.path.exists(path):
             try:

@@ -1,6 +1,6 @@
 """Every tuning constant of fastgru in one table: what it decides, in a line, and what justifies it.
 
-The measurements behind each value are in ``benchmarks/results.md`` ("Tuning") and the CHANGELOG;
+The measurements behind each value are in ``benchmarks/tuning.md`` and the CHANGELOG;
 the tests named here keep each choice honest (they patch these values to reach every path). The
 dispatcher reads them as ``_tuning.NAME`` at every call, so a test or an experiment can change
 them at run time; the kernels read the geometry once, when they compile.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 # ------------------------------------------------------------------------------- kernel paths
 #: Below this many FLOPs a call runs on the calling thread: a parallel region costs more than the
-#: work it would share (benchmarks/results.md, "Tuning: serial or parallel"; tests/test_kernel_paths.py).
+#: work it would share (benchmarks/tuning.md, "Tuning: serial or parallel"; tests/test_kernel_paths.py).
 SERIAL_BELOW_FLOPS = 6_000_000
 
 #: A task computes X·Wᵀ + bias for all its rows and steps up front when that fits in this many
@@ -35,7 +35,7 @@ PAIR_WAKE_FLOPS = 20_000_000
 
 # ------------------------------------------------------------------------------- memory
 #: Scratch up to this many bytes is kept per Python thread and reused by its next calls; a larger
-#: one is allocated for its call only (tests/test_prepared.py checks that a loop allocates nothing).
+#: one is allocated for its call only ("Tuning: memory"; tests/test_allocation.py).
 KEEP_SCRATCH_BYTES = 4 << 20
 
 #: Rows whose products run together, weight panels outermost: each panel is read once per chunk
@@ -75,18 +75,33 @@ class Geometry:
         return self.panel_vectors * self.vector_bytes // itemsize
 
 
-#: The geometries, by FASTGRU_ISA name. Measured in benchmarks/results.md ("Tuning: geometries").
+#: The geometries, by FASTGRU_ISA name. Measured in benchmarks/tuning.md ("Tuning: geometries").
 GEOMETRIES = {
     "avx512": Geometry(
-        "avx512", 64, 32, 2, ((8, 1), (4, 2), (1, 4)), ("avx512f",),
+        "avx512",
+        64,
+        32,
+        2,
+        ((8, 1), (4, 2), (1, 4)),
+        ("avx512f",),
         "8 rows x 2 zmm: 16 of 32 registers accumulate",
     ),
     "avx2": Geometry(
-        "avx2", 32, 16, 2, ((6, 1), (4, 1), (1, 4)), ("avx2", "fma"),
+        "avx2",
+        32,
+        16,
+        2,
+        ((6, 1), (4, 1), (1, 4)),
+        ("avx2", "fma"),
         "6 rows x 2 ymm: 12 of 16 registers accumulate",
     ),
     "generic": Geometry(
-        "generic", 16, 16, 2, ((6, 1), (4, 1), (1, 4)), (),
+        "generic",
+        16,
+        16,
+        2,
+        ((6, 1), (4, 1), (1, 4)),
+        (),
         "6 rows x 2 16-byte vectors (SSE2, NEON): 12 accumulators",
     ),
 }

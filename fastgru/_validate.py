@@ -15,6 +15,7 @@ import numpy as np
 from ._codes import ACTIVATIONS as CODES
 from ._codes import CLOSED, HELD
 from ._codes import NUM_DIRECTIONS as DIRECTIONS
+
 _T1_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
@@ -40,7 +41,8 @@ DEFAULT = Attributes()
 
 @dataclass(frozen=True)
 class Spec:
-    """What an op computes, whatever the batch: attributes, sizes (docs/semantics.md, "Inputs and their shapes"), T1 and layout."""
+    """What an op computes, whatever the batch: attributes, sizes (docs/semantics.md, "Inputs and
+    their shapes"), T1 and layout."""
 
     op: str
     input_size: int
@@ -68,7 +70,8 @@ def _check_hidden_size(op, hidden_size):
         return None
     if isinstance(hidden_size, bool) or not isinstance(hidden_size, numbers.Integral) or hidden_size <= 0:
         raise FastGRUError(
-            f"{op}: hidden_size is {hidden_size!r}; expected a positive integer (or None to take it from R)")
+            f"{op}: hidden_size is {hidden_size!r}; expected a positive integer (or None to take it from R)"
+        )
     return int(hidden_size)
 
 
@@ -181,8 +184,8 @@ def _check_t2(op, sequence_lengths):
 
 # -------------------------------------------------------------------------------------------- shapes
 
-# The shape of every input per layout, in the specification's symbols (docs/semantics.md, "Inputs and their shapes"). "G" is 3, or 4
-# for B when linear_before_reset; "1" is a literal 1.
+# The shape of every input per layout, in the specification's symbols (docs/semantics.md, "Inputs
+# and their shapes"). "G" is 3, or 4 for B when linear_before_reset; "1" is a literal 1.
 LAYOUTS = {
     "cell": {
         "X": ("batch_size", "input_size"),
@@ -219,8 +222,10 @@ def _factors(symbol):
 
 
 #: LAYOUTS parsed once: every call checks its shapes with two lookups per dimension.
-_FACTORS = {layout: {name: tuple(_factors(s) for s in symbols) for name, symbols in inputs.items()}
-            for layout, inputs in LAYOUTS.items()}
+_FACTORS = {
+    layout: {name: tuple(_factors(s) for s in symbols) for name, symbols in inputs.items()}
+    for layout, inputs in LAYOUTS.items()
+}
 
 
 def _check_ranks(op, layout, arrays):
@@ -240,11 +245,16 @@ def _check_shapes(op, layout, arrays, dims, sources, linear_before_reset):
         expected = tuple([dims[a] * dims[b] for a, b in factors[name]])
         if array.shape != expected:
             symbols = LAYOUTS[layout][name]
-            text = ", ".join(symbol if symbol == "1" else f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
-                             for symbol, size in zip(symbols, expected))
+            text = ", ".join(
+                symbol if symbol == "1" else f"{symbol.replace('G*', str(dims['G']) + '*')}={size}"
+                for symbol, size in zip(symbols, expected)
+            )
             note = f" (linear_before_reset={linear_before_reset})" if "G*hidden_size" in symbols else ""
-            where = [f"{size} from {sources[size]}" for size in dict.fromkeys(s.rpartition("*")[2] for s in symbols)
-                     if size in sources and not sources[size].startswith(name + ".")]
+            where = [
+                f"{size} from {sources[size]}"
+                for size in dict.fromkeys(s.rpartition("*")[2] for s in symbols)
+                if size in sources and not sources[size].startswith(name + ".")
+            ]
             where = "; " + ", ".join(where) if where else ""
             raise FastGRUError(f"{op}: {name} has shape {array.shape}; expected ({text}){note}{where}")
 
@@ -264,8 +274,9 @@ def _dims(arrays, hidden_size, direction, linear_before_reset, known=None):
         dims["batch_size"] = arrays["initial_hidden_state"].shape[0]
         sources["batch_size"] = "initial_hidden_state.shape[0]"
     if "input_size" not in dims:
-        dims["input_size"], sources["input_size"] = (X.shape[-1], "X.shape[-1]") if X is not None else (
-            arrays["W"].shape[-1], "W.shape[-1]")
+        dims["input_size"], sources["input_size"] = (
+            (X.shape[-1], "X.shape[-1]") if X is not None else (arrays["W"].shape[-1], "W.shape[-1]")
+        )
     if "hidden_size" not in dims and hidden_size is None:
         dims["hidden_size"], sources["hidden_size"] = arrays["R"].shape[-1], "R.shape[-1]"
     elif "hidden_size" not in dims:
@@ -286,8 +297,11 @@ def check_lengths(op, sequence_lengths, seq_length, first_row=0):
         return
     bad = (sequence_lengths < 0) | (sequence_lengths > limit)
     i = int(np.argmax(bad))
-    expected = "0 <= sequence_lengths" if seq_length is None else (
-        f"0 <= sequence_lengths <= seq_length={seq_length} (X.shape[1])")
+    expected = (
+        "0 <= sequence_lengths"
+        if seq_length is None
+        else (f"0 <= sequence_lengths <= seq_length={seq_length} (X.shape[1])")
+    )
     raise FastGRUError(f"{op}: sequence_lengths[{first_row + i}] is {sequence_lengths[i]}; expected {expected}")
 
 
@@ -343,8 +357,20 @@ def validate(op, layout, arrays, attributes=DEFAULT):
     dims, dtype = _check(op, layout, arrays, hidden_size, direction, lbr)
     h, d = dims["hidden_size"], DIRECTIONS[direction]
     state_shape = (h,) if layout in ("cell", "augru2d") else (d, h)
-    spec = Spec(op, dims["input_size"], h, direction, f_code, g_code, clip, lbr, dtype, layout,
-                len(LAYOUTS[layout]["X"]), state_shape)
+    spec = Spec(
+        op,
+        dims["input_size"],
+        h,
+        direction,
+        f_code,
+        g_code,
+        clip,
+        lbr,
+        dtype,
+        layout,
+        len(LAYOUTS[layout]["X"]),
+        state_shape,
+    )
     if key is not None:
         if len(_SPECS) >= _SPECS_KEPT:
             _SPECS.clear()
@@ -388,13 +414,13 @@ def fits(spec, X, h0, lengths, A):
 def validate_call(spec, arrays):
     """Check the per-call inputs of a prepared op against its Spec (sizes and T1 of its weights)."""
     known = {"input_size": (spec.input_size, "the op's W"), "hidden_size": (spec.hidden_size, "the op's R")}
-    _check(spec.op, spec.layout, arrays, spec.hidden_size, spec.direction, spec.linear_before_reset, known,
-           spec.dtype)
+    _check(spec.op, spec.layout, arrays, spec.hidden_size, spec.direction, spec.linear_before_reset, known, spec.dtype)
 
 
 def augru_layout(op, name, array):
-    """The AUGRU layout picked by the rank of ``array`` (docs/semantics.md, "Inputs and their shapes"): initial_hidden_state for the
-    function, W for a prepared op (its state must then follow)."""
+    """The AUGRU layout picked by the rank of ``array`` (docs/semantics.md, "Inputs and their
+    shapes"): initial_hidden_state for the function, W for a prepared op (its state must then
+    follow)."""
     if array.ndim == 2:
         return "augru2d"
     if array.ndim == 3:
@@ -411,8 +437,12 @@ def check_out(spec, out, shapes):
     outs = (out,) if spec.layout == "cell" else out
     if type(outs) is tuple and len(outs) == len(shapes):  # the common case, in plain comparisons
         for array, shape in zip(outs, shapes):
-            if type(array) is not np.ndarray or array.shape != shape or array.dtype is not spec.dtype or (
-                    not array.flags.carray):
+            if (
+                type(array) is not np.ndarray
+                or array.shape != shape
+                or array.dtype is not spec.dtype
+                or (not array.flags.carray)
+            ):
                 break
         else:
             return outs
@@ -425,8 +455,9 @@ def check_out(spec, out, shapes):
         if array.shape != shape:
             raise FastGRUError(f"{spec.op}: out {name} has shape {array.shape}; expected {shape}")
         if array.dtype != spec.dtype:  # spec.dtype is native: a swapped byte order differs too
-            raise TypeError(f"{spec.op}: out {name} is {array.dtype.name}; expected {spec.dtype.name}, "
-                            "the dtype of the inputs")
+            raise TypeError(
+                f"{spec.op}: out {name} is {array.dtype.name}; expected {spec.dtype.name}, the dtype of the inputs"
+            )
         flags = array.flags
         if not (flags.c_contiguous and flags.writeable):
             raise FastGRUError(f"{spec.op}: out {name} must be a writeable C-contiguous array")
@@ -441,35 +472,44 @@ def check_out(spec, out, shapes):
 def check_pool_op(op, classes):
     """A prepared op of ``classes`` whose streams can be stepped: forward only. Returns its Spec."""
     if not isinstance(op, classes):
-        raise TypeError(f"StatePool: op is {type(op).__name__}; expected a prepared fastgru.GRUCell, GRUSequence "
-                        "or AUGRUSequence, e.g. fastgru.GRUCell(W, R, B)")
+        raise TypeError(
+            f"StatePool: op is {type(op).__name__}; expected a prepared fastgru.GRUCell, GRUSequence "
+            "or AUGRUSequence, e.g. fastgru.GRUCell(W, R, B)"
+        )
     spec = op.spec
     if spec.direction != "forward":
-        raise FastGRUError(f"StatePool: the {spec.op}'s direction is {spec.direction!r}; a pool runs forward "
-                           "streams only (a reverse pass starts at the last step): call the op on whole sequences")
+        raise FastGRUError(
+            f"StatePool: the {spec.op}'s direction is {spec.direction!r}; a pool runs forward "
+            "streams only (a reverse pass starts at the last step): call the op on whole sequences"
+        )
     return spec
 
 
 def check_capacity(capacity):
     """A positive integer (bool refused); returns it as an int."""
     if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, numbers.Integral) or capacity <= 0:
-        raise FastGRUError(f"StatePool: capacity is {capacity!r}; expected a positive integer, the most streams "
-                           "open at once")
+        raise FastGRUError(
+            f"StatePool: capacity is {capacity!r}; expected a positive integer, the most streams open at once"
+        )
     return int(capacity)
 
 
 def check_room(where, n_free, capacity):
     """A stream can be opened: fewer than ``capacity`` are open."""
     if n_free == 0:
-        raise FastGRUError(f"{where}: all {capacity} streams are open (capacity={capacity}); close one first, or "
-                           "make the pool with a larger capacity")
+        raise FastGRUError(
+            f"{where}: all {capacity} streams are open (capacity={capacity}); close one first, or "
+            "make the pool with a larger capacity"
+        )
 
 
 def check_stream_id(where, stream_id, capacity):
     """One stream id: an integer (not bool) in [0, capacity); returns it as an int."""
     if isinstance(stream_id, (bool, np.bool_)) or not isinstance(stream_id, numbers.Integral):
-        raise TypeError(f"{where}: id is {stream_id!r} ({type(stream_id).__name__}); expected an int, an id "
-                        "that pool.open() returned")
+        raise TypeError(
+            f"{where}: id is {stream_id!r} ({type(stream_id).__name__}); expected an int, an id "
+            "that pool.open() returned"
+        )
     if not 0 <= stream_id < capacity:
         raise FastGRUError(f"{where}: id {stream_id} is out of range; expected an id in [0, capacity={capacity})")
     return int(stream_id)
@@ -478,27 +518,32 @@ def check_stream_id(where, stream_id, capacity):
 def check_stream_state(where, mark, stream_id):
     """Stream ``stream_id`` is open and no step holds it (``mark`` its mark in the pool)."""
     if mark == CLOSED:
-        raise FastGRUError(f"{where}: stream {stream_id} is not open; expected the id of an open stream "
-                           "(pool.open() returns one)")
+        raise FastGRUError(
+            f"{where}: stream {stream_id} is not open; expected the id of an open stream (pool.open() returns one)"
+        )
     if mark == HELD:
-        raise FastGRUError(f"{where}: stream {stream_id} is being advanced by a step on another thread; "
-                           "wait for that step to return")
+        raise FastGRUError(
+            f"{where}: stream {stream_id} is being advanced by a step on another thread; wait for that step to return"
+        )
 
 
 def check_initial_state(where, state, shape, dtype):
     """One stream's initial state: ``dtype`` (T1 of the op) and ``shape`` (a row of the op's Ho)."""
     _check_t1(where, {"initial_state": state}, "the op's W", dtype)
     if state.shape != shape:
-        raise FastGRUError(f"{where}: initial_state has shape {state.shape}; expected {shape}, one stream's state "
-                           f"(hidden_size={shape[-1]}), as a row of the op's initial_hidden_state")
+        raise FastGRUError(
+            f"{where}: initial_state has shape {state.shape}; expected {shape}, one stream's state "
+            f"(hidden_size={shape[-1]}), as a row of the op's initial_hidden_state"
+        )
 
 
 def check_ids(where, ids):
     """``ids``: a 1-D array of integers (not bool). Whether they are in range, open and distinct is
     ``check_claim``'s."""
     if ids.dtype.kind not in "iu":
-        raise TypeError(f"{where}: ids is {ids.dtype.name}; expected an integer dtype (the ids pool.open() "
-                        "returned), e.g. np.int64")
+        raise TypeError(
+            f"{where}: ids is {ids.dtype.name}; expected an integer dtype (the ids pool.open() returned), e.g. np.int64"
+        )
     if ids.ndim != 1:
         raise FastGRUError(f"{where}: ids has shape {ids.shape}; expected a 1-D array of stream ids")
 
@@ -515,14 +560,19 @@ def check_claim(where, ids, marks):
     for k, i in enumerate(ids.tolist()):
         mark = marks[i]
         if mark == CLOSED:
-            raise FastGRUError(f"{where}: ids[{k}] is {i}, which is not open; expected ids of open streams "
-                               "(pool.open() returns one)")
+            raise FastGRUError(
+                f"{where}: ids[{k}] is {i}, which is not open; expected ids of open streams (pool.open() returns one)"
+            )
         if mark == HELD:
-            raise FastGRUError(f"{where}: ids[{k}] is {i}, which a step on another thread is advancing; steps "
-                               "that run at once must have disjoint ids")
+            raise FastGRUError(
+                f"{where}: ids[{k}] is {i}, which a step on another thread is advancing; steps "
+                "that run at once must have disjoint ids"
+            )
         if i in first:
-            raise FastGRUError(f"{where}: ids[{first[i]}] and ids[{k}] are both {i}; expected distinct ids "
-                               "(a stream advances once per step)")
+            raise FastGRUError(
+                f"{where}: ids[{first[i]}] and ids[{k}] are both {i}; expected distinct ids "
+                "(a stream advances once per step)"
+            )
         first[i] = k
     raise AssertionError(f"{where}: ids {ids} were refused, yet each is open and listed once")
 
@@ -530,8 +580,10 @@ def check_claim(where, ids, marks):
 def check_step_arguments(where, op, lengths, A):
     """A cell's step takes neither sequence_lengths nor A; AUGRUSequence's takes A, the others' no A."""
     if op == "GRUCell" and (lengths is not None or A is not None):
-        raise TypeError(f"{where}: a cell takes no {'sequence_lengths' if lengths is not None else 'A'}; each "
-                        "listed stream advances one step: pool.step(ids, X)")
+        raise TypeError(
+            f"{where}: a cell takes no {'sequence_lengths' if lengths is not None else 'A'}; each "
+            "listed stream advances one step: pool.step(ids, X)"
+        )
     if (A is None) == (op == "AUGRUSequence"):
         expected = "pool.step(ids, X, sequence_lengths, A)" if A is None else "no A: only AUGRUSequence takes A"
         raise FastGRUError(f"{where}: A is {'missing' if A is None else 'given'}; expected {expected}")
@@ -540,8 +592,7 @@ def check_step_arguments(where, op, lengths, A):
 def check_batch(where, X, n):
     """X has one row per id."""
     if X.shape[0] != n:
-        raise FastGRUError(f"{where}: X has batch_size {X.shape[0]} (X.shape[0]); expected {n}, one row per id "
-                           "of ids")
+        raise FastGRUError(f"{where}: X has batch_size {X.shape[0]} (X.shape[0]); expected {n}, one row per id of ids")
 
 
 def check_out_array(where, out, shape, dtype):

@@ -44,8 +44,10 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     """
     start = time.perf_counter()
     paths = dict.fromkeys(path for op in _names("ops", ops, tuple(_PATHS)) for path in _PATHS[op])
-    computes = dict.fromkeys(compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
-                             for name in _names("dtypes", dtypes, _T1_NAMES))
+    computes = dict.fromkeys(
+        compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
+        for name in _names("dtypes", dtypes, _T1_NAMES)
+    )
     for ct in computes:
         packed, inputs = _tiny(ct)
         for path in paths:
@@ -68,5 +70,12 @@ def _tiny(dtype):
     attention scores: every array of one type serves both GRU and AUGRU)."""
     n, s, i, h = 2, 2, 3, 2
     op = GRUSequence(np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype))
-    return op._packed, (np.zeros((n, s, i), dtype), np.zeros((n, 1, h), dtype), np.full(n, s), NO_ROWS,
-                        np.zeros((n, s), dtype), np.empty((n, 1, s, h), dtype), np.empty((n, 1, h), dtype))
+    return op._packed, (
+        np.zeros((n, s, i), dtype),
+        np.zeros((n, 1, h), dtype),
+        np.full(n, s),
+        NO_ROWS,
+        np.zeros((n, s), dtype),
+        np.empty((n, 1, s, h), dtype),
+        np.empty((n, 1, h), dtype),
+    )

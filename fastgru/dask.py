@@ -63,16 +63,35 @@ MAX_CHUNK_BYTES = 1 << 30
 #: Prepared ops a worker process keeps, by weights token (the oldest is dropped first).
 CACHE_SIZE = 8
 
-__all__ = ["AUGRUSequence", "CACHE_SIZE", "GRUSequence", "MAX_CHUNK_BYTES", "augru_sequence", "gru_sequence",
-           "threads_per_task"]
+__all__ = [
+    "AUGRUSequence",
+    "CACHE_SIZE",
+    "GRUSequence",
+    "MAX_CHUNK_BYTES",
+    "augru_sequence",
+    "gru_sequence",
+    "threads_per_task",
+]
 
 
 @shared_docs
-def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=DEFAULT.hidden_size,
-                 direction=DEFAULT.direction, activations=DEFAULT.activations,
-                 activations_alpha=DEFAULT.activations_alpha, activations_beta=DEFAULT.activations_beta,
-                 clip=DEFAULT.clip, linear_before_reset=DEFAULT.linear_before_reset,
-                 max_chunk_bytes=MAX_CHUNK_BYTES):
+def gru_sequence(
+    X,
+    initial_hidden_state,
+    sequence_lengths,
+    W,
+    R,
+    B,
+    *,
+    hidden_size=DEFAULT.hidden_size,
+    direction=DEFAULT.direction,
+    activations=DEFAULT.activations,
+    activations_alpha=DEFAULT.activations_alpha,
+    activations_beta=DEFAULT.activations_beta,
+    clip=DEFAULT.clip,
+    linear_before_reset=DEFAULT.linear_before_reset,
+    max_chunk_bytes=MAX_CHUNK_BYTES,
+):
     """Run OpenVINO GRUSequence-5 on batch-chunked dask arrays: :func:`fastgru.gru_sequence`, lazily.
 
     Parameters
@@ -116,19 +135,31 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_s
     >>> bool(np.array_equal(Y.compute(), fastgru.gru_sequence(X, H0, lengths, W, R, B)[0]))
     True
     """
-    attributes = Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip,
-                            linear_before_reset)
+    attributes = Attributes(
+        hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset
+    )
     weights = _numpy_weights("gru_sequence", W=W, R=R, B=B)
-    inputs = _dask_inputs("gru_sequence", X=X, initial_hidden_state=initial_hidden_state,
-                          sequence_lengths=sequence_lengths)
+    inputs = _dask_inputs(
+        "gru_sequence", X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths
+    )
     spec = validate("gru_sequence", "sequence", {**_stand_ins(inputs), **weights}, attributes)
     node = _weights_node("GRUSequence", weights, attributes._asdict())
     return _lazy(spec, node, inputs, max_chunk_bytes)
 
 
 @shared_docs
-def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=DEFAULT.hidden_size,
-                   max_chunk_bytes=MAX_CHUNK_BYTES):
+def augru_sequence(
+    X,
+    initial_hidden_state,
+    sequence_lengths,
+    W,
+    R,
+    B,
+    A,
+    *,
+    hidden_size=DEFAULT.hidden_size,
+    max_chunk_bytes=MAX_CHUNK_BYTES,
+):
     """Run OpenVINO AUGRUSequence-10 on batch-chunked dask arrays: :func:`fastgru.augru_sequence`, lazily.
 
     Both layouts of :func:`fastgru.augru_sequence`, picked by the rank of initial_hidden_state.
@@ -173,8 +204,9 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     ((6, 5, 4), (3, 3), (6, 4))
     """
     weights = _numpy_weights("augru_sequence", W=W, R=R, B=B)
-    inputs = _dask_inputs("augru_sequence", X=X, initial_hidden_state=initial_hidden_state,
-                          sequence_lengths=sequence_lengths, A=A)
+    inputs = _dask_inputs(
+        "augru_sequence", X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, A=A
+    )
     layout = augru_layout("augru_sequence", "initial_hidden_state", inputs["initial_hidden_state"])
     spec = validate("augru_sequence", layout, {**_stand_ins(inputs), **weights}, Attributes(hidden_size))
     node = _weights_node("AUGRUSequence", weights, {"hidden_size": hidden_size})
@@ -228,12 +260,24 @@ class GRUSequence(_Prepared):
 
     _kind = "GRUSequence"
 
-    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size, direction=DEFAULT.direction,
-                 activations=DEFAULT.activations, activations_alpha=DEFAULT.activations_alpha,
-                 activations_beta=DEFAULT.activations_beta, clip=DEFAULT.clip,
-                 linear_before_reset=DEFAULT.linear_before_reset, max_chunk_bytes=MAX_CHUNK_BYTES):
-        attributes = Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip,
-                                linear_before_reset)
+    def __init__(
+        self,
+        W,
+        R,
+        B,
+        *,
+        hidden_size=DEFAULT.hidden_size,
+        direction=DEFAULT.direction,
+        activations=DEFAULT.activations,
+        activations_alpha=DEFAULT.activations_alpha,
+        activations_beta=DEFAULT.activations_beta,
+        clip=DEFAULT.clip,
+        linear_before_reset=DEFAULT.linear_before_reset,
+        max_chunk_bytes=MAX_CHUNK_BYTES,
+    ):
+        attributes = Attributes(
+            hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset
+        )
         super().__init__({"W": W, "R": R, "B": B}, attributes._asdict(), max_chunk_bytes)
 
     def __call__(self, X, initial_hidden_state, sequence_lengths):
@@ -323,8 +367,10 @@ def _numpy_weights(op, **weights):
     """The weights as NumPy arrays; dask arrays are refused (they would be computed here)."""
     for name, value in weights.items():
         if dask.is_dask_collection(value):
-            raise TypeError(f"{op}: {name} is a dask collection; expected a NumPy array: the weights go to each "
-                            f"worker whole. Pass {name}.compute().")
+            raise TypeError(
+                f"{op}: {name} is a dask collection; expected a NumPy array: the weights go to each "
+                f"worker whole. Pass {name}.compute()."
+            )
     return {name: np.asarray(value) for name, value in weights.items()}
 
 
@@ -334,8 +380,10 @@ def _dask_inputs(op, **inputs):
     for name, value in inputs.items():
         array = value if isinstance(value, da.Array) else da.asarray(value)
         if any(math.isnan(size) for size in array.shape):
-            raise FastGRUError(f"{op}: {name} has unknown chunk sizes (shape {array.shape}); expected known "
-                               f"ones. Call {name}.compute_chunk_sizes() first.")
+            raise FastGRUError(
+                f"{op}: {name} has unknown chunk sizes (shape {array.shape}); expected known "
+                f"ones. Call {name}.compute_chunk_sizes() first."
+            )
         arrays[name] = array
     return arrays
 
@@ -356,11 +404,25 @@ def _lazy(spec, node, inputs, max_chunk_bytes):
     letters = iter("abcdefghijkl")  # other axes: whole, contracted, and distinct letters as their sizes differ
     for array in inputs.values():
         args += [array.rechunk((batch, *array.shape[1:])), "n" + "".join(next(letters) for _ in array.shape[1:])]
-    results = da.blockwise(_run_chunk, "n", *args, concatenate=False, dtype=object, meta=np.empty((0,), dtype=object),
-                           token=f"fastgru-{spec.op}")
-    return tuple(results.map_blocks(_item, i, new_axis=list(range(1, len(shape))), chunks=(batch, *shape[1:]),
-                                    meta=np.empty((0,) * len(shape), dtype=spec.dtype))
-                 for i, shape in enumerate((y_shape, ho_shape)))
+    results = da.blockwise(
+        _run_chunk,
+        "n",
+        *args,
+        concatenate=False,
+        dtype=object,
+        meta=np.empty((0,), dtype=object),
+        token=f"fastgru-{spec.op}",
+    )
+    return tuple(
+        results.map_blocks(
+            _item,
+            i,
+            new_axis=list(range(1, len(shape))),
+            chunks=(batch, *shape[1:]),
+            meta=np.empty((0,) * len(shape), dtype=spec.dtype),
+        )
+        for i, shape in enumerate((y_shape, ho_shape))
+    )
 
 
 def _check_chunk_bytes(spec, inputs, batch, y_shape, ho_shape, max_chunk_bytes):
@@ -370,12 +432,15 @@ def _check_chunk_bytes(spec, inputs, batch, y_shape, ho_shape, max_chunk_bytes):
     rows = max(batch, default=0)
     if rows * row > max_chunk_bytes:
         fit = max_chunk_bytes // row
-        advice = (f"Use at most {fit} rows per chunk: X.rechunk({{0: {fit}}})." if fit else
-                  f"One row alone takes {row} bytes: raise max_chunk_bytes.")
+        advice = (
+            f"Use at most {fit} rows per chunk: X.rechunk({{0: {fit}}})."
+            if fit
+            else f"One row alone takes {row} bytes: raise max_chunk_bytes."
+        )
         raise FastGRUError(
             f"{spec.op}: a batch chunk of {rows} rows takes {rows * row} bytes ({', '.join(inputs)}, Y and Ho, "
-            f"with every axis but the batch one whole); expected at most max_chunk_bytes={max_chunk_bytes}. "
-            + advice)
+            f"with every axis but the batch one whole); expected at most max_chunk_bytes={max_chunk_bytes}. " + advice
+        )
 
 
 # ------------------------------------------------------------------------------------------- worker

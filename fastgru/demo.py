@@ -27,19 +27,25 @@ def main():
     Y, Ho = fastgru.gru_sequence(X, H0, lengths, W, R, B, direction="bidirectional")
     first = time.perf_counter() - start
     print(f"fastgru {fastgru.__version__}: gru_sequence, bidirectional, X {X.shape} -> Y {Y.shape}, Ho {Ho.shape}")
-    print(f"sequence_lengths {lengths.tolist()}: steps computed per row "
-          f"{[int(np.any(Y[b, 0] != 0, axis=-1).sum()) for b in range(batch)]}; row 3 (length 0) has Ho = 0: "
-          f"{bool(np.all(Ho[3] == 0))}")
-    print(f"forward Ho equals Y at each row's last step: {bool(np.allclose(Ho[1, 0], Y[1, 0, 6]))}; "
-          f"reverse Ho equals Y at step 0: {bool(np.allclose(Ho[1, 1], Y[1, 1, 0]))}")
+    print(
+        f"sequence_lengths {lengths.tolist()}: steps computed per row "
+        f"{[int(np.any(Y[b, 0] != 0, axis=-1).sum()) for b in range(batch)]}; row 3 (length 0) has Ho = 0: "
+        f"{bool(np.all(Ho[3] == 0))}"
+    )
+    print(
+        f"forward Ho equals Y at each row's last step: {bool(np.allclose(Ho[1, 0], Y[1, 0, 6]))}; "
+        f"reverse Ho equals Y at step 0: {bool(np.allclose(Ho[1, 1], Y[1, 1, 0]))}"
+    )
 
     times = []
     for _ in range(200):
         start = time.perf_counter()
         fastgru.gru_sequence(X, H0, lengths, W, R, B, direction="bidirectional")
         times.append(time.perf_counter() - start)
-    print(f"first call {first * 1e3:.0f} ms (includes compilation when not cached); "
-          f"warm call median {np.median(times) * 1e6:.0f} µs")
+    print(
+        f"first call {first * 1e3:.0f} ms (includes compilation when not cached); "
+        f"warm call median {np.median(times) * 1e6:.0f} µs"
+    )
 
 
 if __name__ == "__main__":

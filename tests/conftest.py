@@ -28,8 +28,9 @@ DTYPES = [
     pytest.param(np.dtype(np.float16), id="float16"),
     pytest.param(np.dtype(np.float32), id="float32"),
     pytest.param(np.dtype(np.float64), id="float64"),
-    pytest.param(BFLOAT16, id="bfloat16",
-                 marks=pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed")),
+    pytest.param(
+        BFLOAT16, id="bfloat16", marks=pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed")
+    ),
 ]
 
 #: (rtol, atol) of fastgru against tests/reference.py, per T1 dtype; a value passes when
@@ -83,8 +84,10 @@ def assert_close(got, want, dtype=None, what=""):
         if finite.any():
             diff = np.abs(g64[finite] - w64[finite])
             seen = DEVIATIONS.get(name, (0.0, 0.0))
-            DEVIATIONS[name] = (max(seen[0], diff.max()),
-                                max(seen[1], (diff / (atol + rtol * np.abs(w64[finite]))).max()))
+            DEVIATIONS[name] = (
+                max(seen[0], diff.max()),
+                max(seen[1], (diff / (atol + rtol * np.abs(w64[finite]))).max()),
+            )
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -138,9 +141,24 @@ def show_lines(request, lines):
         print("\n".join(lines))
 
 
-def make_case(rng, *, op="gru_sequence", batch=3, seq_len=5, input_size=4, hidden_size=6, dtype=np.float32,
-              direction="forward", linear_before_reset=False, ragged=True, lengths=None, lengths_dtype=np.int64,
-              layout="documented", with_bias=True, **attrs):
+def make_case(
+    rng,
+    *,
+    op="gru_sequence",
+    batch=3,
+    seq_len=5,
+    input_size=4,
+    hidden_size=6,
+    dtype=np.float32,
+    direction="forward",
+    linear_before_reset=False,
+    ragged=True,
+    lengths=None,
+    lengths_dtype=np.int64,
+    layout="documented",
+    with_bias=True,
+    **attrs,
+):
     """Random inputs of one call of ``op`` ("gru_cell", "gru_sequence" or "augru_sequence").
 
     X and initial_hidden_state are standard normal; W, R and B uniform in ±1/sqrt(hidden_size), as
@@ -161,8 +179,12 @@ def make_case(rng, *, op="gru_sequence", batch=3, seq_len=5, input_size=4, hidde
         return rng.uniform(low, high, shape).astype(dtype)
 
     if op == "gru_cell":
-        inputs = {"X": normal(batch, input_size), "initial_hidden_state": normal(batch, hidden_size),
-                  "W": uniform(3 * hidden_size, input_size), "R": uniform(3 * hidden_size, hidden_size)}
+        inputs = {
+            "X": normal(batch, input_size),
+            "initial_hidden_state": normal(batch, hidden_size),
+            "W": uniform(3 * hidden_size, input_size),
+            "R": uniform(3 * hidden_size, hidden_size),
+        }
         if with_bias:
             inputs["B"] = uniform(gates * hidden_size)
         return Case(inputs, {"linear_before_reset": linear_before_reset, **attrs})
@@ -171,19 +193,29 @@ def make_case(rng, *, op="gru_sequence", batch=3, seq_len=5, input_size=4, hidde
         lengths = make_lengths(rng, batch, seq_len, ragged)
     lengths = np.asarray(lengths).astype(lengths_dtype)
     if op == "gru_sequence":
-        inputs = {"X": normal(batch, seq_len, input_size), "initial_hidden_state": normal(batch, d, hidden_size),
-                  "sequence_lengths": lengths, "W": uniform(d, 3 * hidden_size, input_size),
-                  "R": uniform(d, 3 * hidden_size, hidden_size), "B": uniform(d, gates * hidden_size)}
+        inputs = {
+            "X": normal(batch, seq_len, input_size),
+            "initial_hidden_state": normal(batch, d, hidden_size),
+            "sequence_lengths": lengths,
+            "W": uniform(d, 3 * hidden_size, input_size),
+            "R": uniform(d, 3 * hidden_size, hidden_size),
+            "B": uniform(d, gates * hidden_size),
+        }
         return Case(inputs, {"direction": direction, "linear_before_reset": linear_before_reset, **attrs})
 
     assert op == "augru_sequence", op
     assert layout in ("documented", "openvino"), layout
     lead = () if layout == "documented" else (1,)
     h0_shape = (batch, hidden_size) if layout == "documented" else (batch, 1, hidden_size)
-    inputs = {"X": normal(batch, seq_len, input_size), "initial_hidden_state": normal(*h0_shape),
-              "sequence_lengths": lengths, "W": uniform(*lead, 3 * hidden_size, input_size),
-              "R": uniform(*lead, 3 * hidden_size, hidden_size), "B": uniform(*lead, 3 * hidden_size),
-              "A": uniform(batch, seq_len, 1, low=0.0, high=1.0)}
+    inputs = {
+        "X": normal(batch, seq_len, input_size),
+        "initial_hidden_state": normal(*h0_shape),
+        "sequence_lengths": lengths,
+        "W": uniform(*lead, 3 * hidden_size, input_size),
+        "R": uniform(*lead, 3 * hidden_size, hidden_size),
+        "B": uniform(*lead, 3 * hidden_size),
+        "A": uniform(batch, seq_len, 1, low=0.0, high=1.0),
+    }
     return Case(inputs, attrs)
 
 
@@ -222,8 +254,14 @@ def reach(monkeypatch, path, hoist=True):
     from fastgru import _partner, _tuning
 
     never = 10**18
-    patches = {"SERIAL_BELOW_FLOPS": never if path == "serial" else 0, "SPLIT_FROM_HIDDEN": never,
-               "SPLIT_FROM_STEPS": 1, "PAIR_FROM_HIDDEN": never, "PAIR_FROM_FLOPS": 0, "PAIR_WAKE_FLOPS": 0}
+    patches = {
+        "SERIAL_BELOW_FLOPS": never if path == "serial" else 0,
+        "SPLIT_FROM_HIDDEN": never,
+        "SPLIT_FROM_STEPS": 1,
+        "PAIR_FROM_HIDDEN": never,
+        "PAIR_FROM_FLOPS": 0,
+        "PAIR_WAKE_FLOPS": 0,
+    }
     if path == "split":
         patches["SPLIT_FROM_HIDDEN"] = 1
         monkeypatch.setattr(_partner.PARTNER, "enabled", False)

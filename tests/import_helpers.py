@@ -46,8 +46,11 @@ class Deviations:
             if not self.worst:
                 return
             lines = ["", f"{self.title}, max |difference|:"]
-            lines += [f"  {key:<24} {value:.3g}  in {self.where[key][2].split('::')[-1].split(' ')[0]} "
-                      f"(largest |value| {self.where[key][1]:.3g})" for key, value in sorted(self.worst.items())]
+            lines += [
+                f"  {key:<24} {value:.3g}  in {self.where[key][2].split('::')[-1].split(' ')[0]} "
+                f"(largest |value| {self.where[key][1]:.3g})"
+                for key, value in sorted(self.worst.items())
+            ]
             show_lines(request, lines)
 
         return deviation_summary

@@ -1,4 +1,5 @@
-"""Run one GRU case through OpenVINO itself, to check fastgru against it (docs/semantics.md, "Where fastgru differs from OpenVINO").
+"""Run one GRU case through OpenVINO itself, to check fastgru against it (docs/semantics.md,
+"Where fastgru differs from OpenVINO").
 
 Each helper builds a one-operator OpenVINO model for the given arrays (data as Parameters, weights
 as Constants), compiles it for "CPU" with an f32 inference precision hint (this CPU's default is
@@ -112,8 +113,9 @@ def _run(model, inputs, dtype, ov_core=None):
     return tuple(from_tensor(request.get_output_tensor(i), dtype) for i in range(len(compiled.outputs)))
 
 
-def gru_cell(X, initial_hidden_state, W, R, B=None, *, activations=("sigmoid", "tanh"), clip=math.inf,
-             linear_before_reset=False):
+def gru_cell(
+    X, initial_hidden_state, W, R, B=None, *, activations=("sigmoid", "tanh"), clip=math.inf, linear_before_reset=False
+):
     """Ho of OpenVINO's GRUCell-3 (opset15.gru_cell). B=None runs with a zero bias of the right size."""
     ov = _ov()
     from openvino import opset15 as ops
@@ -125,15 +127,35 @@ def gru_cell(X, initial_hidden_state, W, R, B=None, *, activations=("sigmoid", "
         B = np.zeros((4 if linear_before_reset else 3) * hidden_size, dtype=dtype)
     px = ops.parameter(list(X.shape), element_type(dtype), name="X")
     ph = ops.parameter(list(H.shape), element_type(dtype), name="initial_hidden_state")
-    node = ops.gru_cell(px, ph, _constant(W), _constant(R), _constant(B), hidden_size,
-                        activations=list(activations), clip=float(clip), linear_before_reset=linear_before_reset)
+    node = ops.gru_cell(
+        px,
+        ph,
+        _constant(W),
+        _constant(R),
+        _constant(B),
+        hidden_size,
+        activations=list(activations),
+        clip=float(clip),
+        linear_before_reset=linear_before_reset,
+    )
     model = ov.Model(node.outputs(), [px, ph], "gru_cell")
     (Ho,) = _run(model, [X, H], dtype)
     return Ho
 
 
-def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, direction="forward",
-                 activations=("sigmoid", "tanh"), clip=math.inf, linear_before_reset=False):
+def gru_sequence(
+    X,
+    initial_hidden_state,
+    sequence_lengths,
+    W,
+    R,
+    B,
+    *,
+    direction="forward",
+    activations=("sigmoid", "tanh"),
+    clip=math.inf,
+    linear_before_reset=False,
+):
     """(Y, Ho) of OpenVINO's GRUSequence-5 (opset15.gru_sequence); sequence_lengths is a Parameter."""
     ov = _ov()
     from openvino import opset15 as ops
@@ -147,9 +169,19 @@ def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, directio
     px = ops.parameter(list(X.shape), element_type(dtype), name="X")
     ph = ops.parameter(list(H.shape), element_type(dtype), name="initial_hidden_state")
     pl = ops.parameter(list(L.shape), element_type(L.dtype), name="sequence_lengths")
-    node = ops.gru_sequence(px, ph, pl, _constant(W), _constant(R), _constant(B), hidden_size, direction,
-                            activations=list(activations), clip=float(clip),
-                            linear_before_reset=linear_before_reset)
+    node = ops.gru_sequence(
+        px,
+        ph,
+        pl,
+        _constant(W),
+        _constant(R),
+        _constant(B),
+        hidden_size,
+        direction,
+        activations=list(activations),
+        clip=float(clip),
+        linear_before_reset=linear_before_reset,
+    )
     model = ov.Model(node.outputs(), [px, ph, pl], "gru_sequence")
     return _run(model, [X, H, L], dtype)
 
@@ -179,18 +211,22 @@ def augru_ir(X, initial_hidden_state, sequence_lengths, W, R, B, A):
 
     def parameter(lid, name, array):
         shape = ",".join(map(str, array.shape))
-        layers.append(f'<layer id="{lid}" name="{name}" type="Parameter" version="opset1">'
-                      f'<data shape="{shape}" element_type="{et}"/>'
-                      f"<output>{_port(0, array.shape, et, name)}</output></layer>")
+        layers.append(
+            f'<layer id="{lid}" name="{name}" type="Parameter" version="opset1">'
+            f'<data shape="{shape}" element_type="{et}"/>'
+            f"<output>{_port(0, array.shape, et, name)}</output></layer>"
+        )
 
     def constant(lid, name, array, const_et):
         raw = np.ascontiguousarray(array).tobytes()
         offset = len(blob)
         blob.extend(raw)
         shape = ",".join(map(str, array.shape))
-        layers.append(f'<layer id="{lid}" name="{name}" type="Const" version="opset1">'
-                      f'<data element_type="{const_et}" shape="{shape}" offset="{offset}" size="{len(raw)}"/>'
-                      f"<output>{_port(0, array.shape, const_et)}</output></layer>")
+        layers.append(
+            f'<layer id="{lid}" name="{name}" type="Const" version="opset1">'
+            f'<data element_type="{const_et}" shape="{shape}" offset="{offset}" size="{len(raw)}"/>'
+            f"<output>{_port(0, array.shape, const_et)}</output></layer>"
+        )
 
     L = np.asarray(sequence_lengths).astype(np.int32)
     parameter(0, "X", X)
@@ -204,20 +240,25 @@ def augru_ir(X, initial_hidden_state, sequence_lengths, W, R, B, A):
     in_types = [et, et, "i32", et, et, et, et]
     y_shape, ho_shape = (N, 1, S, hidden_size), (N, 1, hidden_size)
     inputs = "".join(_port(i, s, t) for i, (s, t) in enumerate(zip(in_shapes, in_types, strict=True)))
-    layers.append('<layer id="7" name="augru" type="AUGRUSequence" version="ie_internal_opset">'
-                  f'<data direction="forward" linear_before_reset="false" hidden_size="{hidden_size}" '
-                  'activations="sigmoid, tanh" activations_alpha="" activations_beta="" clip="0"/>'
-                  f"<input>{inputs}</input>"
-                  f'<output>{_port(7, y_shape, et, "Y")}{_port(8, ho_shape, et, "Ho")}</output></layer>')
-    layers.append(f'<layer id="8" name="Y_result" type="Result" version="opset1">'
-                  f"<input>{_port(0, y_shape, et)}</input></layer>")
-    layers.append(f'<layer id="9" name="Ho_result" type="Result" version="opset1">'
-                  f"<input>{_port(0, ho_shape, et)}</input></layer>")
+    layers.append(
+        '<layer id="7" name="augru" type="AUGRUSequence" version="ie_internal_opset">'
+        f'<data direction="forward" linear_before_reset="false" hidden_size="{hidden_size}" '
+        'activations="sigmoid, tanh" activations_alpha="" activations_beta="" clip="0"/>'
+        f"<input>{inputs}</input>"
+        f"<output>{_port(7, y_shape, et, 'Y')}{_port(8, ho_shape, et, 'Ho')}</output></layer>"
+    )
+    layers.append(
+        f'<layer id="8" name="Y_result" type="Result" version="opset1"><input>{_port(0, y_shape, et)}</input></layer>'
+    )
+    layers.append(
+        f'<layer id="9" name="Ho_result" type="Result" version="opset1"><input>{_port(0, ho_shape, et)}</input></layer>'
+    )
     edges = [(i, 0, 7, i) for i in range(7)] + [(7, 7, 8, 0), (7, 8, 9, 0)]
-    edge_xml = "".join(f'<edge from-layer="{a}" from-port="{b}" to-layer="{c}" to-port="{d}"/>'
-                       for a, b, c, d in edges)
-    xml = (f'<?xml version="1.0"?>\n<net name="augru_sequence" version="11"><layers>{"".join(layers)}</layers>'
-           f"<edges>{edge_xml}</edges></net>\n")
+    edge_xml = "".join(f'<edge from-layer="{a}" from-port="{b}" to-layer="{c}" to-port="{d}"/>' for a, b, c, d in edges)
+    xml = (
+        f'<?xml version="1.0"?>\n<net name="augru_sequence" version="11"><layers>{"".join(layers)}</layers>'
+        f"<edges>{edge_xml}</edges></net>\n"
+    )
     return xml, bytes(blob)
 
 

@@ -1,7 +1,7 @@
 """A plain NumPy reference of GRUCell-3, GRUSequence-5 and AUGRUSequence-10 (docs/semantics.md).
 
-Written to be read next to docs/semantics.md ("The gates", "Sequences"), not to be fast: one batch row and one time step at
-a time, each formula as it stands there. The signatures are fastgru's. It imports
+Written to be read next to docs/semantics.md ("The gates", "Sequences"), not to be fast: one
+batch row and one time step at a time, each formula as it stands there. The signatures are fastgru's. It imports
 nothing from fastgru and checks nothing it does not need in order to run.
 
 Precision (docs/semantics.md, "Types"): float64 is computed in float64; float32, float16 and bfloat16 in float32,
@@ -45,24 +45,36 @@ def _step(x, H, W, R, B, f, g, clip, linear_before_reset, a=None):
     """H' from one row's x (I,) and H (Hs,); W (3Hs, I), R (3Hs, Hs) and B (3Hs,) or (4Hs,)
     in gate order z, r, h; ``a`` the AUGRU attention score of this step (None for GRU)."""
     n = H.shape[0]
-    Wz, Wr, Wh = W[0:n], W[n:2 * n], W[2 * n:3 * n]
-    Rz, Rr, Rh = R[0:n], R[n:2 * n], R[2 * n:3 * n]
-    Bz, Br = B[0:n], B[n:2 * n]
+    Wz, Wr, Wh = W[0:n], W[n : 2 * n], W[2 * n : 3 * n]
+    Rz, Rr, Rh = R[0:n], R[n : 2 * n], R[2 * n : 3 * n]
+    Bz, Br = B[0:n], B[n : 2 * n]
     z = f(clip(x @ Wz.T + H @ Rz.T + Bz))
     r = f(clip(x @ Wr.T + H @ Rr.T + Br))
     if linear_before_reset:
-        Wbh, Rbh = B[2 * n:3 * n], B[3 * n:4 * n]
+        Wbh, Rbh = B[2 * n : 3 * n], B[3 * n : 4 * n]
         h = g(clip(x @ Wh.T + r * (H @ Rh.T + Rbh) + Wbh))
     else:
-        Bh = B[2 * n:3 * n]
+        Bh = B[2 * n : 3 * n]
         h = g(clip(x @ Wh.T + (r * H) @ Rh.T + Bh))
     if a is not None:
         z = (1 - a) * z  # AUGRU: after f, not clamped to [0, 1]
     return (1 - z) * h + z * H
 
 
-def gru_cell(X, initial_hidden_state, W, R, B=None, *, hidden_size=None, activations=("sigmoid", "tanh"),
-             activations_alpha=(), activations_beta=(), clip=math.inf, linear_before_reset=False):
+def gru_cell(
+    X,
+    initial_hidden_state,
+    W,
+    R,
+    B=None,
+    *,
+    hidden_size=None,
+    activations=("sigmoid", "tanh"),
+    activations_alpha=(),
+    activations_beta=(),
+    clip=math.inf,
+    linear_before_reset=False,
+):
     """Ho (N, Hs) of one GRU step; activations_alpha/beta have no effect on these activations."""
     X = np.asarray(X)
     dtype = X.dtype
@@ -100,9 +112,22 @@ def _sequence(X, H0, lengths, W, R, B, reversed_, f, g, clip, linear_before_rese
     return Y, Ho
 
 
-def gru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, *, hidden_size=None, direction="forward",
-                 activations=("sigmoid", "tanh"), activations_alpha=(), activations_beta=(), clip=math.inf,
-                 linear_before_reset=False):
+def gru_sequence(
+    X,
+    initial_hidden_state,
+    sequence_lengths,
+    W,
+    R,
+    B,
+    *,
+    hidden_size=None,
+    direction="forward",
+    activations=("sigmoid", "tanh"),
+    activations_alpha=(),
+    activations_beta=(),
+    clip=math.inf,
+    linear_before_reset=False,
+):
     """Y (N, D, S, Hs), Ho (N, D, Hs); direction index 0 forward, 1 reverse when bidirectional."""
     X = np.asarray(X)
     dtype = X.dtype

@@ -30,17 +30,20 @@ def _numpy_allocations(call, repeat=5):
         tracemalloc.stop()
     domain = tracemalloc.DomainFilter(inclusive=True, domain=np.lib.tracemalloc_domain)
     stats = after.filter_traces([domain]).compare_to(before.filter_traces([domain]), "lineno")
-    return sum(stat.size_diff for stat in stats if stat.size_diff > 0), sum(stat.count_diff for stat in stats
-                                                                               if stat.count_diff > 0)
+    return sum(stat.size_diff for stat in stats if stat.size_diff > 0), sum(
+        stat.count_diff for stat in stats if stat.count_diff > 0
+    )
 
 
 def _sequence(dtype, n=6, s=9, i=5, h=24, lbr=False, seed=0):
     rng = np.random.default_rng(seed)
     scale = 1 / np.sqrt(h)
-    op = fastgru.GRUSequence(rng.uniform(-scale, scale, (1, 3 * h, i)).astype(dtype),
-                             rng.uniform(-scale, scale, (1, 3 * h, h)).astype(dtype),
-                             rng.uniform(-scale, scale, (1, (4 if lbr else 3) * h)).astype(dtype),
-                             linear_before_reset=lbr)
+    op = fastgru.GRUSequence(
+        rng.uniform(-scale, scale, (1, 3 * h, i)).astype(dtype),
+        rng.uniform(-scale, scale, (1, 3 * h, h)).astype(dtype),
+        rng.uniform(-scale, scale, (1, (4 if lbr else 3) * h)).astype(dtype),
+        linear_before_reset=lbr,
+    )
     X = rng.standard_normal((n, s, i)).astype(dtype)
     h0 = rng.standard_normal((n, 1, h)).astype(dtype)
     return op, X, h0
@@ -78,8 +81,9 @@ def test_a_cell_stepped_in_place_allocates_no_array(dtype):
     rng = np.random.default_rng(5)
     n, i, h = 4, 32, 256
     scale = 1 / np.sqrt(h)
-    cell = fastgru.GRUCell(*(rng.uniform(-scale, scale, shape).astype(dtype)
-                             for shape in ((3 * h, i), (3 * h, h), (3 * h,))))
+    cell = fastgru.GRUCell(
+        *(rng.uniform(-scale, scale, shape).astype(dtype) for shape in ((3 * h, i), (3 * h, h), (3 * h,)))
+    )
     X = rng.standard_normal((n, i)).astype(dtype)
     state = np.zeros((n, h), dtype)
     grown, count = _numpy_allocations(lambda: cell(X, state, out=state))

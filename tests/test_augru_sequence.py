@@ -1,6 +1,6 @@
 """fastgru.augru_sequence against the NumPy reference (tests/reference.py): both layouts of
-docs/semantics.md, "Inputs and their shapes", every dtype and T2 dtype, ragged and empty sizes, attention outside [0, 1], and where
-NaN and inf may and may not go."""
+docs/semantics.md, "Inputs and their shapes", every dtype and T2 dtype, ragged and empty sizes,
+attention outside [0, 1], and where NaN and inf may and may not go."""
 
 import numpy as np
 import pytest
@@ -23,8 +23,17 @@ def _shapes(layout, batch, seq_len, hidden_size):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_augru_sequence_matches_reference(rng, layout, dtype):
-    case = make_case(rng, op="augru_sequence", batch=4, seq_len=5, input_size=3, hidden_size=6, dtype=dtype,
-                     layout=layout, ragged=True)
+    case = make_case(
+        rng,
+        op="augru_sequence",
+        batch=4,
+        seq_len=5,
+        input_size=3,
+        hidden_size=6,
+        dtype=dtype,
+        layout=layout,
+        ragged=True,
+    )
     got, want = run_both("augru_sequence", case)
     assert_close(got, want)
     assert (got[0].shape, got[1].shape) == _shapes(layout, 4, 5, 6)
@@ -34,19 +43,24 @@ def test_augru_sequence_matches_reference(rng, layout, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_two_layouts_give_the_same_answer(rng, dtype):
-    case = make_case(rng, op="augru_sequence", batch=4, seq_len=5, input_size=3, hidden_size=6, dtype=dtype,
-                     layout="documented")
+    case = make_case(
+        rng, op="augru_sequence", batch=4, seq_len=5, input_size=3, hidden_size=6, dtype=dtype, layout="documented"
+    )
     Y, Ho = fastgru.augru_sequence(**case.inputs)
-    openvino = {**case.inputs, **{name: case.inputs[name][None] for name in ("W", "R", "B")},
-                "initial_hidden_state": case.inputs["initial_hidden_state"][:, None]}
+    openvino = {
+        **case.inputs,
+        **{name: case.inputs[name][None] for name in ("W", "R", "B")},
+        "initial_hidden_state": case.inputs["initial_hidden_state"][:, None],
+    }
     Y4, Ho3 = fastgru.augru_sequence(**openvino)
     np.testing.assert_array_equal(Y4[:, 0], Y)
     np.testing.assert_array_equal(Ho3[:, 0], Ho)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-1.0, 2.0), (1.0, 1.0), (0.0, 0.0)],
-                         ids=["in-0-1", "outside-0-1", "one", "zero"])
+@pytest.mark.parametrize(
+    "low, high", [(0.0, 1.0), (-1.0, 2.0), (1.0, 1.0), (0.0, 0.0)], ids=["in-0-1", "outside-0-1", "one", "zero"]
+)
 def test_attention(rng, layout, low, high):
     """a outside [0, 1] is not clamped; a = 1 keeps only the candidate h; a = 0 is plain GRU."""
     case = make_case(rng, op="augru_sequence", batch=3, seq_len=4, input_size=2, hidden_size=5, layout=layout)
@@ -55,8 +69,9 @@ def test_attention(rng, layout, low, high):
 
 
 def test_attention_changes_the_answer(rng):
-    case = make_case(rng, op="augru_sequence", batch=3, seq_len=4, input_size=2, hidden_size=5, dtype=np.float64,
-                     ragged=False)
+    case = make_case(
+        rng, op="augru_sequence", batch=3, seq_len=4, input_size=2, hidden_size=5, dtype=np.float64, ragged=False
+    )
     Y, _ = fastgru.augru_sequence(**case.inputs)
     Y0, _ = fastgru.augru_sequence(**{**case.inputs, "A": np.zeros_like(case.inputs["A"])})
     assert np.abs(Y - Y0).max() > 1e-3
@@ -65,8 +80,9 @@ def test_attention_changes_the_answer(rng):
 @pytest.mark.parametrize("hidden_size, input_size", [(1, 1), (3, 1), (17, 1), (1, 4), (17, 3)])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_odd_sizes(rng, layout, hidden_size, input_size):
-    case = make_case(rng, op="augru_sequence", batch=3, seq_len=4, input_size=input_size, hidden_size=hidden_size,
-                     layout=layout)
+    case = make_case(
+        rng, op="augru_sequence", batch=3, seq_len=4, input_size=input_size, hidden_size=hidden_size, layout=layout
+    )
     assert_close(*run_both("augru_sequence", case))
 
 
@@ -84,12 +100,15 @@ def test_every_integer_t2(rng, t2):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_lengths_zero_and_full(rng, layout):
-    case = make_case(rng, op="augru_sequence", batch=4, seq_len=5, input_size=3, hidden_size=4, layout=layout,
-                     lengths=[0, 5, 2, 0])
+    case = make_case(
+        rng, op="augru_sequence", batch=4, seq_len=5, input_size=3, hidden_size=4, layout=layout, lengths=[0, 5, 2, 0]
+    )
     (Y, Ho), want = run_both("augru_sequence", case)
     assert_close((Y, Ho), want)
     Y, Ho = Y.reshape(4, 5, 4), Ho.reshape(4, 4)  # both layouts as (N, S, Hs), (N, Hs)
-    assert np.all(Y[[0, 3]] == 0) and np.all(Ho[[0, 3]] == 0)  # L = 0: Ho is zero, not h0 (docs/semantics.md, "Sequences")
+    assert np.all(Y[[0, 3]] == 0) and np.all(
+        Ho[[0, 3]] == 0
+    )  # L = 0: Ho is zero, not h0 (docs/semantics.md, "Sequences")
     assert np.all(Y[2, 2:] == 0) and np.all(Y[2, :2] != 0)
     np.testing.assert_array_equal(Ho[1], Y[1, 4])
     np.testing.assert_array_equal(Ho[2], Y[2, 1])
@@ -98,8 +117,7 @@ def test_lengths_zero_and_full(rng, layout):
 @pytest.mark.parametrize("batch, seq_len", [(0, 4), (3, 0), (0, 0)])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_empty_batch_or_sequence(rng, layout, batch, seq_len):
-    case = make_case(rng, op="augru_sequence", batch=batch, seq_len=seq_len, input_size=3, hidden_size=4,
-                     layout=layout)
+    case = make_case(rng, op="augru_sequence", batch=batch, seq_len=seq_len, input_size=3, hidden_size=4, layout=layout)
     (Y, Ho), want = run_both("augru_sequence", case)
     assert (Y.shape, Ho.shape) == _shapes(layout, batch, seq_len, 4)
     assert np.all(Ho == 0)
@@ -109,8 +127,17 @@ def test_empty_batch_or_sequence(rng, layout, batch, seq_len):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_values_past_a_length_never_reach_the_outputs(rng, layout, dtype):
-    case = make_case(rng, op="augru_sequence", batch=4, seq_len=6, input_size=3, hidden_size=5, dtype=dtype,
-                     layout=layout, lengths=[6, 2, 0, 5])
+    case = make_case(
+        rng,
+        op="augru_sequence",
+        batch=4,
+        seq_len=6,
+        input_size=3,
+        hidden_size=5,
+        dtype=dtype,
+        layout=layout,
+        lengths=[6, 2, 0, 5],
+    )
     X, A = case.inputs["X"], case.inputs["A"]
     X[1, 2:] = np.nan
     A[1, 2:] = np.nan

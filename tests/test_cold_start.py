@@ -72,8 +72,9 @@ def test_processes_share_a_new_cache_folder(tmp_path):
     """Two processes compile into one empty folder at once; a third loads the kernel from it."""
     env = {**os.environ, "FASTGRU_CACHE_DIR": str(tmp_path)}
     run = [sys.executable, "-c", _CALL]
-    first = [subprocess.Popen(run, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    first = [
+        subprocess.Popen(run, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=600) for p in first]
     assert all(p.returncode == 0 for p in first), [err[-2000:] for _, err in outputs]
     third = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
@@ -107,10 +108,13 @@ def test_warmup_compiles_every_kernel_path_of_each_dtype():
     assert done.stdout.strip().endswith(f"[{both}, {both}, {both}, {both}] True")
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"dtypes": ["int8"]}, "warmup: dtypes has 'int8'; expected some of float16, float32, float64, bfloat16"),
-    ({"ops": ["lstm"]}, "warmup: ops has 'lstm'; expected some of gru_cell, gru_sequence, augru_sequence"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dtypes": ["int8"]}, "warmup: dtypes has 'int8'; expected some of float16, float32, float64, bfloat16"),
+        ({"ops": ["lstm"]}, "warmup: ops has 'lstm'; expected some of gru_cell, gru_sequence, augru_sequence"),
+    ],
+)
 def test_warmup_errors(kwargs, message):
     with pytest.raises(FastGRUError, match=message):
         fastgru.warmup(**kwargs)

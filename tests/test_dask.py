@@ -34,8 +34,14 @@ def client():
     # Compile (or load) the kernels in this process first: the workers then load them from the disk
     # cache instead of each compiling them at once.
     fastgru.warmup(dtypes=["float32", "float64"], ops=["gru_sequence", "augru_sequence"])
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR, timeout=TIMEOUT)
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.ERROR,
+        timeout=TIMEOUT,
+    )
     client = distributed.Client(cluster, timeout=TIMEOUT)
     try:
         yield client
@@ -61,8 +67,11 @@ def _case(rng, n, d, *, S=6, I=5, H=7, dtype=np.float32, lbr=False, augru=None):
 def _chunked(inputs, batch_chunks):
     """X chunked along every axis (rechunked whole by fastgru.dask), the others differently along the batch."""
     X, h0, lengths, *A = inputs
-    arrays = [da.from_array(X, chunks=(batch_chunks, 4, 3)), da.from_array(h0, chunks=4),
-              da.from_array(lengths, chunks=5)]
+    arrays = [
+        da.from_array(X, chunks=(batch_chunks, 4, 3)),
+        da.from_array(h0, chunks=4),
+        da.from_array(lengths, chunks=5),
+    ]
     return arrays + [da.from_array(a, chunks=(3, 2, 1)) for a in A]
 
 
@@ -83,8 +92,10 @@ CHUNKS = (7, 0, 1, 12)
 
 SEQUENCE_CASES = {
     "forward": ({"direction": "forward"}, np.float32),
-    "bidirectional-lbr-clip": ({"direction": "bidirectional", "linear_before_reset": True, "clip": 1.5,
-                               "activations": ("tanh", "relu")}, np.float64),
+    "bidirectional-lbr-clip": (
+        {"direction": "bidirectional", "linear_before_reset": True, "clip": 1.5, "activations": ("tanh", "relu")},
+        np.float64,
+    ),
     "reverse-float16": ({"direction": "reverse"}, np.float16),
 }
 
@@ -141,8 +152,9 @@ def test_the_graph_holds_the_weights_once(client):
     assert holders(Y.__dask_graph__()) == [op._node.key]
     (optimized,) = dask.optimize(dask.delayed([Y, Ho, Y2]))
     assert holders(optimized.__dask_graph__()) == [op._node.key]
-    _assert_same_bits(_compute(client, Y, Ho), fastgru.gru_sequence(*case.inputs, *case.weights,
-                                                                    direction="bidirectional"))
+    _assert_same_bits(
+        _compute(client, Y, Ho), fastgru.gru_sequence(*case.inputs, *case.weights, direction="bidirectional")
+    )
 
 
 def test_a_worker_killed_during_the_computation_is_retried(client, tmp_path):
@@ -172,8 +184,10 @@ def test_a_bad_sequence_length_raises_on_compute_naming_its_row(client):
     X, h0, lengths = case.inputs
     lengths[13] = 9
     Y, Ho = fastgru.dask.gru_sequence(*_chunked((X, h0, lengths), (7, 6, 7)), *case.weights)  # checks pass
-    with pytest.raises(FastGRUError, match=re.escape("gru_sequence: sequence_lengths[13] is 9; expected 0 <= "
-                                                     "sequence_lengths <= seq_length=6")):
+    with pytest.raises(
+        FastGRUError,
+        match=re.escape("gru_sequence: sequence_lengths[13] is 9; expected 0 <= sequence_lengths <= seq_length=6"),
+    ):
         _compute(client, Ho)
 
 
@@ -199,8 +213,10 @@ def test_import_fastgru_does_not_import_dask():
 
 def test_outputs_in_the_threaded_scheduler_and_an_empty_batch():
     case = _case(np.random.default_rng(7), 9, 1)
-    _assert_same_bits(dask.compute(*fastgru.dask.gru_sequence(*_chunked(case.inputs, 4), *case.weights)),
-                      fastgru.gru_sequence(*case.inputs, *case.weights))
+    _assert_same_bits(
+        dask.compute(*fastgru.dask.gru_sequence(*_chunked(case.inputs, 4), *case.weights)),
+        fastgru.gru_sequence(*case.inputs, *case.weights),
+    )
     empty = tuple(a[:0] for a in case.inputs)
     Y, Ho = fastgru.dask.gru_sequence(*(da.from_array(a) for a in empty), *case.weights)
     assert Y.chunks == ((0,), (1,), (6,), (7,))
@@ -214,8 +230,12 @@ def _errors_case():
 
 def test_a_wrong_weight_shape_fails_when_the_graph_is_built():
     (X, h0, lengths), (W, R, B) = _errors_case()
-    with pytest.raises(FastGRUError, match=re.escape("gru_sequence: W has shape (1, 21, 4); expected "
-                                                     "(num_directions=1, 3*hidden_size=21, input_size=5)")):
+    with pytest.raises(
+        FastGRUError,
+        match=re.escape(
+            "gru_sequence: W has shape (1, 21, 4); expected (num_directions=1, 3*hidden_size=21, input_size=5)"
+        ),
+    ):
         fastgru.dask.gru_sequence(X, h0, lengths, W[:, :, :4], R, B)
     with pytest.raises(FastGRUError, match="GRUSequence: direction is 'sideways'"):
         fastgru.dask.GRUSequence(W, R, B, direction="sideways")
@@ -227,12 +247,16 @@ def test_wrong_inputs_fail_when_the_graph_is_built():
         fastgru.dask.gru_sequence(X.astype(np.int64), h0, lengths, W, R, B)
     with pytest.raises(TypeError, match="gru_sequence: sequence_lengths is float32; expected an integer dtype"):
         fastgru.dask.gru_sequence(X, h0, lengths.astype(np.float32), W, R, B)
-    with pytest.raises(FastGRUError, match=re.escape("gru_sequence: initial_hidden_state has shape (9, 1, 7); "
-                                                     "expected (batch_size=10,")):
+    with pytest.raises(
+        FastGRUError,
+        match=re.escape("gru_sequence: initial_hidden_state has shape (9, 1, 7); expected (batch_size=10,"),
+    ):
         fastgru.dask.gru_sequence(X, h0[:9], lengths, W, R, B)
     op = fastgru.dask.GRUSequence(W, R, B)
-    with pytest.raises(FastGRUError, match=re.escape("GRUSequence: X has shape (10, 6, 4); expected (batch_size=10, "
-                                                     "seq_length=6, input_size=5)")):
+    with pytest.raises(
+        FastGRUError,
+        match=re.escape("GRUSequence: X has shape (10, 6, 4); expected (batch_size=10, seq_length=6, input_size=5)"),
+    ):
         op(X[:, :, :4], h0, lengths)
     with pytest.raises(FastGRUError, match="augru_sequence: initial_hidden_state has rank 1"):
         fastgru.dask.augru_sequence(X, h0[:, 0, 0], lengths, W, R, B, X[:, :, :1])
@@ -243,8 +267,13 @@ def test_dask_weights_and_unknown_chunks_are_refused():
     with pytest.raises(TypeError, match=re.escape("gru_sequence: W is a dask collection; expected a NumPy array")):
         fastgru.dask.gru_sequence(X, h0, lengths, da.from_array(W), R, B)
     unknown = X[X[:, 0, 0] > 0]
-    with pytest.raises(FastGRUError, match=re.escape("gru_sequence: X has unknown chunk sizes (shape (nan, 6, 5)); "
-                                                     "expected known ones. Call X.compute_chunk_sizes() first.")):
+    with pytest.raises(
+        FastGRUError,
+        match=re.escape(
+            "gru_sequence: X has unknown chunk sizes (shape (nan, 6, 5)); "
+            "expected known ones. Call X.compute_chunk_sizes() first."
+        ),
+    ):
         fastgru.dask.gru_sequence(unknown, h0, lengths, W, R, B)
 
 
@@ -252,8 +281,12 @@ def test_a_batch_chunk_over_max_chunk_bytes_is_refused():
     (X, h0, lengths), (W, R, B) = _errors_case()
     row = (6 * 5 + 7 + 6 * 7 + 7) * 4 + 4  # X, initial_hidden_state, Y, Ho in float32; sequence_lengths int32
     fastgru.dask.gru_sequence(X, h0, lengths, W, R, B, max_chunk_bytes=4 * row)  # chunks of 4 rows fit
-    with pytest.raises(FastGRUError, match=re.escape(f"gru_sequence: a batch chunk of 4 rows takes {4 * row} bytes")
-                       + ".*" + re.escape("Use at most 3 rows per chunk: X.rechunk({0: 3}).")):
+    with pytest.raises(
+        FastGRUError,
+        match=re.escape(f"gru_sequence: a batch chunk of 4 rows takes {4 * row} bytes")
+        + ".*"
+        + re.escape("Use at most 3 rows per chunk: X.rechunk({0: 3})."),
+    ):
         fastgru.dask.gru_sequence(X, h0, lengths, W, R, B, max_chunk_bytes=4 * row - 1)
 
 
@@ -281,6 +314,8 @@ def test_readme_dask_example_runs_on_a_local_cluster():
 
 def test_the_weights_key_is_the_token_of_the_weights_and_attributes():
     (X, h0, lengths), (W, R, B) = _errors_case()
-    keys = [fastgru.dask.GRUSequence(W, R, B, **attrs)._node.key
-            for attrs in ({}, {"clip": math.inf}, {"clip": 1.0}, {"activations": ("tanh", "tanh")})]
+    keys = [
+        fastgru.dask.GRUSequence(W, R, B, **attrs)._node.key
+        for attrs in ({}, {"clip": math.inf}, {"clip": 1.0}, {"activations": ("tanh", "tanh")})
+    ]
     assert keys[0] == keys[1] and len(set(keys)) == 3

@@ -84,8 +84,13 @@ def test_valid_baselines_do_not_raise():
 
 @pytest.mark.parametrize("value", [0, -3, 2.5, True, "32", np.float32(32)])
 def test_hidden_size_must_be_a_positive_integer(value):
-    _raises(_sequence(hidden_size=value), FastGRUError, "gru_sequence: hidden_size is", repr(value)[:6],
-            "expected a positive integer")
+    _raises(
+        _sequence(hidden_size=value),
+        FastGRUError,
+        "gru_sequence: hidden_size is",
+        repr(value)[:6],
+        "expected a positive integer",
+    )
 
 
 def test_hidden_size_accepts_numpy_integers():
@@ -94,13 +99,22 @@ def test_hidden_size_accepts_numpy_integers():
 
 @pytest.mark.parametrize("op, factory", [("gru_sequence", _sequence), ("gru_cell", _cell)])
 def test_hidden_size_must_agree_with_R(op, factory):
-    _raises(factory(hidden_size=16), FastGRUError, f"{op}: initial_hidden_state has shape", "hidden_size=16",
-            "hidden_size from the hidden_size attribute")
+    _raises(
+        factory(hidden_size=16),
+        FastGRUError,
+        f"{op}: initial_hidden_state has shape",
+        "hidden_size=16",
+        "hidden_size from the hidden_size attribute",
+    )
 
 
 def test_direction_must_be_one_of_three():
-    _raises(_sequence(direction="sideways"), FastGRUError, "gru_sequence: direction is 'sideways'",
-            "expected 'forward', 'reverse' or 'bidirectional'")
+    _raises(
+        _sequence(direction="sideways"),
+        FastGRUError,
+        "gru_sequence: direction is 'sideways'",
+        "expected 'forward', 'reverse' or 'bidirectional'",
+    )
 
 
 def test_direction_is_case_insensitive():
@@ -109,19 +123,26 @@ def test_direction_is_case_insensitive():
 
 @pytest.mark.parametrize("value", ["sigmoid", ("sigmoid",), ("sigmoid", "tanh", "relu"), 3])
 def test_activations_must_be_two_names(value):
-    _raises(_sequence(activations=value), FastGRUError, f"gru_sequence: activations is {value!r}",
-            "expected two names")
+    _raises(_sequence(activations=value), FastGRUError, f"gru_sequence: activations is {value!r}", "expected two names")
 
 
 def test_activations_names_are_checked():
-    _raises(_cell(activations=("sigmoid", "elu")), FastGRUError, "gru_cell: activations[1] is 'elu'",
-            "expected one of 'relu', 'sigmoid', 'tanh'")
+    _raises(
+        _cell(activations=("sigmoid", "elu")),
+        FastGRUError,
+        "gru_cell: activations[1] is 'elu'",
+        "expected one of 'relu', 'sigmoid', 'tanh'",
+    )
 
 
 @pytest.mark.parametrize("name", ["activations_alpha", "activations_beta"])
 def test_activations_alpha_beta_take_at_most_two_floats(name):
-    _raises(_sequence(**{name: [1.0, 2.0, 3.0]}), FastGRUError, f"gru_sequence: {name} is [1.0, 2.0, 3.0]",
-            "at most two floats")
+    _raises(
+        _sequence(**{name: [1.0, 2.0, 3.0]}),
+        FastGRUError,
+        f"gru_sequence: {name} is [1.0, 2.0, 3.0]",
+        "at most two floats",
+    )
     _raises(_sequence(**{name: ["x"]}), FastGRUError, f"gru_sequence: {name}[0] is 'x'", "expected a float")
     _raises(_sequence(**{name: 1.0}), FastGRUError, f"gru_sequence: {name} is 1.0", "expected a list")
 
@@ -133,8 +154,12 @@ def test_clip_must_be_a_non_negative_number(value):
 
 @pytest.mark.parametrize("value", [2, -1, "yes", None, 0.5])
 def test_linear_before_reset_must_be_a_bool(value):
-    _raises(_cell(linear_before_reset=value), FastGRUError, f"gru_cell: linear_before_reset is {value!r}",
-            "expected True or False")
+    _raises(
+        _cell(linear_before_reset=value),
+        FastGRUError,
+        f"gru_cell: linear_before_reset is {value!r}",
+        "expected True or False",
+    )
 
 
 def test_augru_attributes_are_fixed():
@@ -148,10 +173,19 @@ def test_augru_attributes_are_fixed():
 @pytest.mark.parametrize("dtype", [np.int64, np.int8, np.complex64, np.bool_, object])
 @pytest.mark.parametrize("name", ["X", "initial_hidden_state", "W", "R", "B"])
 def test_t1_must_be_floating(name, dtype):
-    shape = {"X": (N, S, I), "initial_hidden_state": (N, 1, H), "W": (1, 3 * H, I), "R": (1, 3 * H, H),
-             "B": (1, 3 * H)}[name]
-    _raises(_sequence(**{name: np.zeros(shape, dtype)}), TypeError, f"gru_sequence: {name} is {np.dtype(dtype).name}",
-            "expected float16, float32, float64 or bfloat16")
+    shape = {
+        "X": (N, S, I),
+        "initial_hidden_state": (N, 1, H),
+        "W": (1, 3 * H, I),
+        "R": (1, 3 * H, H),
+        "B": (1, 3 * H),
+    }[name]
+    _raises(
+        _sequence(**{name: np.zeros(shape, dtype)}),
+        TypeError,
+        f"gru_sequence: {name} is {np.dtype(dtype).name}",
+        "expected float16, float32, float64 or bfloat16",
+    )
 
 
 def test_augru_A_dtype_is_checked():
@@ -159,8 +193,12 @@ def test_augru_A_dtype_is_checked():
 
 
 def test_t1_must_be_one_dtype():
-    _raises(_sequence(W=np.zeros((1, 3 * H, I), np.float64)), TypeError,
-            "gru_sequence: W is float64 but X is float32", "must share one floating dtype (T1)")
+    _raises(
+        _sequence(W=np.zeros((1, 3 * H, I), np.float64)),
+        TypeError,
+        "gru_sequence: W is float64 but X is float32",
+        "must share one floating dtype (T1)",
+    )
     _raises(_augru(A=np.zeros((N, S, 1), np.float16)), TypeError, "augru_sequence: A is float16 but X is float32")
 
 
@@ -174,8 +212,12 @@ def test_required_B_cannot_be_none():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.bool_, np.complex64])
 def test_t2_must_be_integer(dtype):
-    _raises(_sequence(sequence_lengths=np.array([S, 3], dtype)), TypeError,
-            f"gru_sequence: sequence_lengths is {np.dtype(dtype).name}", "expected an integer dtype (T2)")
+    _raises(
+        _sequence(sequence_lengths=np.array([S, 3], dtype)),
+        TypeError,
+        f"gru_sequence: sequence_lengths is {np.dtype(dtype).name}",
+        "expected an integer dtype (T2)",
+    )
 
 
 # ----------------------------------------------------------------------------------------- shapes
@@ -193,13 +235,18 @@ def test_t2_must_be_integer(dtype):
     ],
 )
 def test_ranks_are_checked(name, bad, rank):
-    _raises(_sequence(**{name: bad}), FastGRUError, f"gru_sequence: {name} has rank {bad.ndim}",
-            f"expected rank {rank}")
+    _raises(
+        _sequence(**{name: bad}), FastGRUError, f"gru_sequence: {name} has rank {bad.ndim}", f"expected rank {rank}"
+    )
 
 
 def test_cell_ranks_are_checked():
-    _raises(_cell(X=np.zeros((N, 1, I), f32)), FastGRUError, "gru_cell: X has rank 3",
-            "expected rank 2: (batch_size, input_size)")
+    _raises(
+        _cell(X=np.zeros((N, 1, I), f32)),
+        FastGRUError,
+        "gru_cell: X has rank 3",
+        "expected rank 2: (batch_size, input_size)",
+    )
 
 
 def test_W_must_match_input_size_of_X():
@@ -220,18 +267,29 @@ def test_W_must_match_input_size_of_X():
     ],
 )
 def test_shapes_are_checked(name, bad, expected):
-    _raises(_sequence(**{name: bad}), FastGRUError, f"gru_sequence: {name} has shape {bad.shape}",
-            f"expected {expected}")
+    _raises(
+        _sequence(**{name: bad}), FastGRUError, f"gru_sequence: {name} has shape {bad.shape}", f"expected {expected}"
+    )
 
 
 def test_bidirectional_needs_two_directions_everywhere():
-    _raises(_sequence(direction="bidirectional"), FastGRUError,
-            "initial_hidden_state has shape (2, 1, 32)", "num_directions=2", "direction='bidirectional'")
+    _raises(
+        _sequence(direction="bidirectional"),
+        FastGRUError,
+        "initial_hidden_state has shape (2, 1, 32)",
+        "num_directions=2",
+        "direction='bidirectional'",
+    )
 
 
 def test_B_rows_follow_linear_before_reset():
-    _raises(_sequence(linear_before_reset=True), FastGRUError, "gru_sequence: B has shape (1, 96)",
-            "4*hidden_size=128", "linear_before_reset=True")
+    _raises(
+        _sequence(linear_before_reset=True),
+        FastGRUError,
+        "gru_sequence: B has shape (1, 96)",
+        "4*hidden_size=128",
+        "linear_before_reset=True",
+    )
     _raises(_cell(B=np.zeros(4 * H, f32)), FastGRUError, "gru_cell: B has shape (128,)", "3*hidden_size=96")
 
 
@@ -242,29 +300,48 @@ def test_hidden_size_zero_in_R():
 @pytest.mark.parametrize("bad", [[S + 1, 3], [-1, 3]])
 def test_sequence_lengths_must_lie_in_0_to_seq_length(bad):
     i = 0
-    _raises(_sequence(sequence_lengths=np.array(bad)), FastGRUError,
-            f"gru_sequence: sequence_lengths[{i}] is {bad[i]}", "expected 0 <= sequence_lengths <= seq_length=5")
+    _raises(
+        _sequence(sequence_lengths=np.array(bad)),
+        FastGRUError,
+        f"gru_sequence: sequence_lengths[{i}] is {bad[i]}",
+        "expected 0 <= sequence_lengths <= seq_length=5",
+    )
 
 
 def test_unsigned_sequence_lengths_beyond_seq_length():
-    _raises(_augru(sequence_lengths=np.array([3, 2**40], np.uint64)), FastGRUError,
-            "augru_sequence: sequence_lengths[1] is 1099511627776")
+    _raises(
+        _augru(sequence_lengths=np.array([3, 2**40], np.uint64)),
+        FastGRUError,
+        "augru_sequence: sequence_lengths[1] is 1099511627776",
+    )
 
 
 def test_augru_layout_is_picked_by_the_rank_of_initial_hidden_state():
-    _raises(_augru(initial_hidden_state=np.zeros((N, 1, 1, H), f32)), FastGRUError,
-            "augru_sequence: initial_hidden_state has rank 4", "expected rank 2", "or, in OpenVINO's layout, rank 3")
+    _raises(
+        _augru(initial_hidden_state=np.zeros((N, 1, 1, H), f32)),
+        FastGRUError,
+        "augru_sequence: initial_hidden_state has rank 4",
+        "expected rank 2",
+        "or, in OpenVINO's layout, rank 3",
+    )
     # 2-D state with 3-D weights: the other inputs must follow the layout the state picked.
-    _raises(_augru(W=np.zeros((1, 3 * H, I), f32)), FastGRUError, "augru_sequence: W has rank 3",
-            "expected rank 2: (3*hidden_size, input_size)")
+    _raises(
+        _augru(W=np.zeros((1, 3 * H, I), f32)),
+        FastGRUError,
+        "augru_sequence: W has rank 3",
+        "expected rank 2: (3*hidden_size, input_size)",
+    )
     _raises(_augru(ov_layout=True, B=np.zeros(3 * H, f32)), FastGRUError, "augru_sequence: B has rank 1")
 
 
 def test_augru_A_shape():
-    _raises(_augru(A=np.zeros((N, S, 2), f32)), FastGRUError, "augru_sequence: A has shape (2, 5, 2)",
-            "expected (batch_size=2, seq_length=5, 1)")
-    _raises(_augru(ov_layout=True, initial_hidden_state=np.zeros((N, 2, H), f32)), FastGRUError,
-            "num_directions=1")
+    _raises(
+        _augru(A=np.zeros((N, S, 2), f32)),
+        FastGRUError,
+        "augru_sequence: A has shape (2, 5, 2)",
+        "expected (batch_size=2, seq_length=5, 1)",
+    )
+    _raises(_augru(ov_layout=True, initial_hidden_state=np.zeros((N, 2, H), f32)), FastGRUError, "num_directions=1")
 
 
 def test_messages_name_the_op_first():
@@ -283,18 +360,47 @@ def test_a_clip_beyond_float_range_is_no_clipping_and_its_negative_an_error():
 #: Attribute values of every kind: huge and odd numbers, NumPy scalars and arrays, containers,
 #: strings, None and an object without any protocol.
 ODD_VALUES = st.one_of(
-    st.integers(-(10**400), 10**400), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-    st.text(max_size=8), st.binary(max_size=4), st.complex_numbers(allow_nan=True),
+    st.integers(-(10**400), 10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=8),
+    st.binary(max_size=4),
+    st.complex_numbers(allow_nan=True),
     st.lists(st.one_of(st.text(max_size=8), st.integers(), st.floats()), max_size=3).map(tuple),
     st.lists(st.one_of(st.text(max_size=8), st.floats(), st.lists(st.integers(), max_size=2)), max_size=3),
-    st.sampled_from([np.array(["sigmoid", "tanh"]), np.array([1.0, 2.0]), np.float32(np.nan), np.int64(-3),
-                     np.bool_(True), {"sigmoid": 1}, {1, 2}, object(), float, np.array(3.0)]),
+    st.sampled_from(
+        [
+            np.array(["sigmoid", "tanh"]),
+            np.array([1.0, 2.0]),
+            np.float32(np.nan),
+            np.int64(-3),
+            np.bool_(True),
+            {"sigmoid": 1},
+            {1, 2},
+            object(),
+            float,
+            np.array(3.0),
+        ]
+    ),
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(name=st.sampled_from(["hidden_size", "direction", "activations", "activations_alpha", "activations_beta",
-                             "clip", "linear_before_reset"]), value=ODD_VALUES)
+@given(
+    name=st.sampled_from(
+        [
+            "hidden_size",
+            "direction",
+            "activations",
+            "activations_alpha",
+            "activations_beta",
+            "clip",
+            "linear_before_reset",
+        ]
+    ),
+    value=ODD_VALUES,
+)
 def test_any_attribute_value_is_accepted_or_refused_clearly(name, value):
     """Fuzzed attribute values: each call returns, or raises FastGRUError or TypeError naming the op, and
     the attribute when the value itself is refused (a valid value may make a shape wrong: hidden_size,

@@ -16,8 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 AVX512, AVX2 = frozenset({"avx512f", "avx2", "fma"}), frozenset({"avx2", "fma"})
 
 
-@pytest.mark.parametrize(("features", "name"), [(AVX512, "avx512"), (AVX2, "avx2"), (frozenset(), "generic"),
-                                                (frozenset({"avx2"}), "generic")])
+@pytest.mark.parametrize(
+    ("features", "name"),
+    [(AVX512, "avx512"), (AVX2, "avx2"), (frozenset(), "generic"), (frozenset({"avx2"}), "generic")],
+)
 def test_the_best_geometry_the_target_has(features, name):
     assert _isa.choose("", "cpu", features, AVX512).name == name
     assert _isa.choose("auto", "cpu", features, AVX512).name == name
@@ -29,8 +31,11 @@ def test_any_geometry_the_target_has_can_be_asked_for(name):
 
 
 def test_a_geometry_the_target_lacks_is_a_clear_error():
-    with pytest.raises(FastGRUError, match=r"FASTGRU_ISA=avx512 needs avx512f, which the kernels' target CPU znver3 "
-                                           r"lacks; this CPU can run avx2, generic"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"FASTGRU_ISA=avx512 needs avx512f, which the kernels' target CPU znver3 "
+        r"lacks; this CPU can run avx2, generic",
+    ):
         _isa.choose("avx512", "znver3", AVX2, AVX512)
 
 
@@ -42,14 +47,18 @@ def test_an_unknown_geometry_is_a_clear_error():
 def test_a_target_with_features_this_cpu_lacks_is_refused():
     """NUMBA_CPU_NAME naming a newer CPU would compile instructions this one cannot run: an error at
     import, not an illegal instruction later."""
-    with pytest.raises(FastGRUError, match=r"the kernels would compile for sapphirerapids with avx512f, which "
-                                           r"this CPU \(.*\) lacks"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"the kernels would compile for sapphirerapids with avx512f, which "
+        r"this CPU \(.*\) lacks",
+    ):
         _isa.choose("", "sapphirerapids", AVX512, AVX2)
 
 
 def _python(code, **env):
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
 
 
 def test_the_error_comes_at_import():
@@ -83,10 +92,21 @@ def test_every_geometry_this_cpu_can_run_passes_the_kernel_tests(name):
     env = _environment(name)
     if env is None:
         pytest.skip(f"this CPU cannot run the {name} geometry (it needs {', '.join(GEOMETRIES[name].requires)})")
-    tests = ["tests/test_kernel_paths.py", "tests/test_gru_sequence.py", "tests/test_gru_cell.py",
-             "tests/test_augru_sequence.py", "tests/test_streaming.py"]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ, **env})
+    tests = [
+        "tests/test_kernel_paths.py",
+        "tests/test_gru_sequence.py",
+        "tests/test_gru_cell.py",
+        "tests/test_augru_sequence.py",
+        "tests/test_streaming.py",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, **env},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
     check = _python("from fastgru import _isa; print(_isa.GEOMETRY.name, _isa.TARGET_CPU)", **env)

@@ -18,8 +18,16 @@ ACTIVATION_PAIRS = list(itertools.product(["relu", "sigmoid", "tanh"], repeat=2)
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gru_cell_matches_reference(rng, dtype, linear_before_reset, with_bias):
-    case = make_case(rng, op="gru_cell", batch=4, input_size=5, hidden_size=6, dtype=dtype,
-                     linear_before_reset=linear_before_reset, with_bias=with_bias)
+    case = make_case(
+        rng,
+        op="gru_cell",
+        batch=4,
+        input_size=5,
+        hidden_size=6,
+        dtype=dtype,
+        linear_before_reset=linear_before_reset,
+        with_bias=with_bias,
+    )
     got, want = run_both("gru_cell", case)
     assert_close(got, want)
     assert got.dtype == np.dtype(dtype) and got.flags.c_contiguous
@@ -28,16 +36,32 @@ def test_gru_cell_matches_reference(rng, dtype, linear_before_reset, with_bias):
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 @pytest.mark.parametrize("f, g", ACTIVATION_PAIRS)
 def test_every_activation_pair(rng, f, g, linear_before_reset):
-    case = make_case(rng, op="gru_cell", batch=5, input_size=3, hidden_size=7, dtype=np.float32,
-                     linear_before_reset=linear_before_reset, activations=(f, g))
+    case = make_case(
+        rng,
+        op="gru_cell",
+        batch=5,
+        input_size=3,
+        hidden_size=7,
+        dtype=np.float32,
+        linear_before_reset=linear_before_reset,
+        activations=(f, g),
+    )
     assert_close(*run_both("gru_cell", case))
 
 
 @pytest.mark.parametrize("f, g", [("relu", "tanh"), ("tanh", "relu"), ("sigmoid", "sigmoid")])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_activation_pairs_in_every_dtype(rng, dtype, f, g):
-    case = make_case(rng, op="gru_cell", batch=3, input_size=4, hidden_size=5, dtype=dtype,
-                     linear_before_reset=True, activations=(f, g))
+    case = make_case(
+        rng,
+        op="gru_cell",
+        batch=3,
+        input_size=4,
+        hidden_size=5,
+        dtype=dtype,
+        linear_before_reset=True,
+        activations=(f, g),
+    )
     assert_close(*run_both("gru_cell", case))
 
 
@@ -46,8 +70,17 @@ def test_activation_pairs_in_every_dtype(rng, dtype, f, g):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_clip(rng, dtype, linear_before_reset, clip):
     # Large weights, so that pre-activations go well past 0.5 and the clip changes the answer.
-    case = make_case(rng, op="gru_cell", batch=4, input_size=4, hidden_size=5, dtype=dtype,
-                     linear_before_reset=linear_before_reset, activations=("tanh", "relu"), clip=clip)
+    case = make_case(
+        rng,
+        op="gru_cell",
+        batch=4,
+        input_size=4,
+        hidden_size=5,
+        dtype=dtype,
+        linear_before_reset=linear_before_reset,
+        activations=("tanh", "relu"),
+        clip=clip,
+    )
     for name in ("W", "R", "B"):
         case.inputs[name] *= 4
     got, want = run_both("gru_cell", case)
@@ -62,8 +95,14 @@ def test_clip(rng, dtype, linear_before_reset, clip):
 @pytest.mark.parametrize("hidden_size, input_size", [(1, 1), (3, 1), (17, 1), (1, 5), (17, 4), (33, 2), (20, 0)])
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 def test_odd_sizes(rng, hidden_size, input_size, linear_before_reset):
-    case = make_case(rng, op="gru_cell", batch=3, input_size=input_size, hidden_size=hidden_size,
-                     linear_before_reset=linear_before_reset)
+    case = make_case(
+        rng,
+        op="gru_cell",
+        batch=3,
+        input_size=input_size,
+        hidden_size=hidden_size,
+        linear_before_reset=linear_before_reset,
+    )
     assert_close(*run_both("gru_cell", case))
 
 
@@ -77,21 +116,33 @@ def test_empty_batch(rng, dtype):
 
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 def test_missing_bias_is_a_zero_bias(rng, linear_before_reset):
-    case = make_case(rng, op="gru_cell", batch=3, input_size=2, hidden_size=4, dtype=np.float64,
-                     linear_before_reset=linear_before_reset, with_bias=False)
+    case = make_case(
+        rng,
+        op="gru_cell",
+        batch=3,
+        input_size=2,
+        hidden_size=4,
+        dtype=np.float64,
+        linear_before_reset=linear_before_reset,
+        with_bias=False,
+    )
     zero = np.zeros((4 if linear_before_reset else 3) * 4)
     got, want = run_both("gru_cell", case)
     assert_close(got, want)
     np.testing.assert_array_equal(got, fastgru.gru_cell(**case.inputs, B=zero, **case.attrs))
 
 
-@pytest.mark.parametrize("extra", [
-    {"activations": ("SIGMOID", "TANH")},
-    {"activations": ["Sigmoid", "tanH"]},
-    {"hidden_size": 6},
-    {"activations_alpha": [0.5, 2.0], "activations_beta": [1.5]},
-    {"clip": 0.0},
-], ids=["upper", "mixed-case-list", "hidden_size", "alpha-beta", "clip-zero"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"activations": ("SIGMOID", "TANH")},
+        {"activations": ["Sigmoid", "tanH"]},
+        {"hidden_size": 6},
+        {"activations_alpha": [0.5, 2.0], "activations_beta": [1.5]},
+        {"clip": 0.0},
+    ],
+    ids=["upper", "mixed-case-list", "hidden_size", "alpha-beta", "clip-zero"],
+)
 def test_attribute_spellings_do_not_change_the_answer(rng, extra):
     case = make_case(rng, op="gru_cell", batch=3, input_size=4, hidden_size=6, linear_before_reset=True)
     want = fastgru.gru_cell(**case.inputs, **case.attrs)

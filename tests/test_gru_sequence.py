@@ -21,8 +21,17 @@ T2_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_gru_sequence_matches_reference(rng, direction, linear_before_reset, dtype):
-    case = make_case(rng, batch=4, seq_len=5, input_size=3, hidden_size=6, dtype=dtype, direction=direction,
-                     linear_before_reset=linear_before_reset, ragged=True)
+    case = make_case(
+        rng,
+        batch=4,
+        seq_len=5,
+        input_size=3,
+        hidden_size=6,
+        dtype=dtype,
+        direction=direction,
+        linear_before_reset=linear_before_reset,
+        ragged=True,
+    )
     got, want = run_both("gru_sequence", case)
     assert_close(got, want)
     d = 2 if direction == "bidirectional" else 1
@@ -34,8 +43,17 @@ def test_gru_sequence_matches_reference(rng, direction, linear_before_reset, dty
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 @pytest.mark.parametrize("f, g", ACTIVATION_PAIRS)
 def test_every_activation_pair(rng, f, g, linear_before_reset):
-    case = make_case(rng, batch=4, seq_len=5, input_size=3, hidden_size=7, dtype=np.float32,
-                     direction="bidirectional", linear_before_reset=linear_before_reset, activations=(f, g))
+    case = make_case(
+        rng,
+        batch=4,
+        seq_len=5,
+        input_size=3,
+        hidden_size=7,
+        dtype=np.float32,
+        direction="bidirectional",
+        linear_before_reset=linear_before_reset,
+        activations=(f, g),
+    )
     assert_close(*run_both("gru_sequence", case))
 
 
@@ -43,8 +61,17 @@ def test_every_activation_pair(rng, f, g, linear_before_reset):
 @pytest.mark.parametrize("direction", ["forward", "reverse"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_activation_pairs_in_every_dtype(rng, dtype, direction, f, g):
-    case = make_case(rng, batch=3, seq_len=4, input_size=2, hidden_size=5, dtype=dtype, direction=direction,
-                     linear_before_reset=True, activations=(f, g))
+    case = make_case(
+        rng,
+        batch=3,
+        seq_len=4,
+        input_size=2,
+        hidden_size=5,
+        dtype=dtype,
+        direction=direction,
+        linear_before_reset=True,
+        activations=(f, g),
+    )
     assert_close(*run_both("gru_sequence", case))
 
 
@@ -53,8 +80,18 @@ def test_activation_pairs_in_every_dtype(rng, dtype, direction, f, g):
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_clip(rng, direction, linear_before_reset, clip):
     # Large weights, so that pre-activations go well past 0.5 and the clip changes the answer.
-    case = make_case(rng, batch=3, seq_len=4, input_size=3, hidden_size=5, dtype=np.float64, direction=direction,
-                     linear_before_reset=linear_before_reset, activations=("sigmoid", "tanh"), clip=clip)
+    case = make_case(
+        rng,
+        batch=3,
+        seq_len=4,
+        input_size=3,
+        hidden_size=5,
+        dtype=np.float64,
+        direction=direction,
+        linear_before_reset=linear_before_reset,
+        activations=("sigmoid", "tanh"),
+        clip=clip,
+    )
     for name in ("W", "R", "B"):
         case.inputs[name] *= 4
     got, want = run_both("gru_sequence", case)
@@ -69,17 +106,34 @@ def test_clip(rng, direction, linear_before_reset, clip):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("f, g", [("sigmoid", "tanh"), ("relu", "relu")])
 def test_clip_in_every_dtype(rng, f, g, dtype):
-    case = make_case(rng, batch=3, seq_len=4, input_size=3, hidden_size=5, dtype=dtype, direction="bidirectional",
-                     activations=(f, g), clip=0.5)
+    case = make_case(
+        rng,
+        batch=3,
+        seq_len=4,
+        input_size=3,
+        hidden_size=5,
+        dtype=dtype,
+        direction="bidirectional",
+        activations=(f, g),
+        clip=0.5,
+    )
     assert_close(*run_both("gru_sequence", case))
 
 
-@pytest.mark.parametrize("hidden_size, input_size",
-                         [(1, 1), (3, 1), (17, 1), (1, 4), (17, 3), (33, 2), (64, 3), (20, 0)])
+@pytest.mark.parametrize(
+    "hidden_size, input_size", [(1, 1), (3, 1), (17, 1), (1, 4), (17, 3), (33, 2), (64, 3), (20, 0)]
+)
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_odd_sizes(rng, hidden_size, input_size, direction):
-    case = make_case(rng, batch=3, seq_len=4, input_size=input_size, hidden_size=hidden_size, direction=direction,
-                     linear_before_reset=hidden_size == 17)
+    case = make_case(
+        rng,
+        batch=3,
+        seq_len=4,
+        input_size=input_size,
+        hidden_size=hidden_size,
+        direction=direction,
+        linear_before_reset=hidden_size == 17,
+    )
     assert_close(*run_both("gru_sequence", case))
 
 
@@ -100,11 +154,14 @@ def test_every_integer_t2(rng, t2, direction):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_lengths_zero_and_full(rng, direction, dtype):
-    case = make_case(rng, batch=4, seq_len=5, input_size=3, hidden_size=4, dtype=dtype, direction=direction,
-                     lengths=[0, 5, 2, 0])
+    case = make_case(
+        rng, batch=4, seq_len=5, input_size=3, hidden_size=4, dtype=dtype, direction=direction, lengths=[0, 5, 2, 0]
+    )
     (Y, Ho), want = run_both("gru_sequence", case)
     assert_close((Y, Ho), want)
-    assert np.all(Y[[0, 3]] == 0) and np.all(Ho[[0, 3]] == 0)  # L = 0: Ho is zero, not h0 (docs/semantics.md, "Sequences")
+    assert np.all(Y[[0, 3]] == 0) and np.all(
+        Ho[[0, 3]] == 0
+    )  # L = 0: Ho is zero, not h0 (docs/semantics.md, "Sequences")
     assert np.all(Y[2, :, 2:] == 0) and np.all(Y[2, :, :2] != 0)  # zero past the length only
     forward, backward = 0, Y.shape[1] - 1
     if direction != "reverse":  # Ho is the state after the last step, t = L - 1
@@ -117,13 +174,17 @@ def test_lengths_zero_and_full(rng, direction, dtype):
 
 def test_reverse_runs_the_valid_prefix_backwards(rng):
     """A reverse row of length L is the forward run of its first L steps in reverse order."""
-    case = make_case(rng, batch=3, seq_len=6, input_size=2, hidden_size=4, dtype=np.float64, direction="reverse",
-                     lengths=[6, 3, 1])
+    case = make_case(
+        rng, batch=3, seq_len=6, input_size=2, hidden_size=4, dtype=np.float64, direction="reverse", lengths=[6, 3, 1]
+    )
     Y, Ho = fastgru.gru_sequence(**case.inputs, **case.attrs)
     for b, L in enumerate([6, 3, 1]):
-        forward = {**case.inputs, "X": case.inputs["X"][b:b + 1, L - 1::-1],
-                   "initial_hidden_state": case.inputs["initial_hidden_state"][b:b + 1],
-                   "sequence_lengths": [L]}
+        forward = {
+            **case.inputs,
+            "X": case.inputs["X"][b : b + 1, L - 1 :: -1],
+            "initial_hidden_state": case.inputs["initial_hidden_state"][b : b + 1],
+            "sequence_lengths": [L],
+        }
         Yf, Hof = fastgru.gru_sequence(**forward, **{**case.attrs, "direction": "forward"})
         np.testing.assert_allclose(Y[b, 0, :L], Yf[0, 0, ::-1], rtol=1e-13, atol=1e-14)
         np.testing.assert_allclose(Ho[b], Hof[0], rtol=1e-13, atol=1e-14)
@@ -143,8 +204,9 @@ def test_empty_batch_or_sequence(rng, direction, batch, seq_len):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_values_past_a_length_never_reach_the_outputs(rng, direction, dtype):
-    case = make_case(rng, batch=4, seq_len=6, input_size=3, hidden_size=5, dtype=dtype, direction=direction,
-                     lengths=[6, 2, 0, 5])
+    case = make_case(
+        rng, batch=4, seq_len=6, input_size=3, hidden_size=5, dtype=dtype, direction=direction, lengths=[6, 2, 0, 5]
+    )
     X = case.inputs["X"]
     X[1, 2:] = np.nan
     X[2, :] = np.inf
@@ -158,8 +220,16 @@ def test_values_past_a_length_never_reach_the_outputs(rng, direction, dtype):
 @pytest.mark.parametrize("direction", ["forward", "reverse"])
 @pytest.mark.parametrize("activations", [("sigmoid", "tanh"), ("relu", "relu"), ("tanh", "sigmoid")])
 def test_nan_in_a_valid_step_stays_in_its_row(rng, activations, direction):
-    case = make_case(rng, batch=3, seq_len=6, input_size=3, hidden_size=5, direction=direction,
-                     activations=activations, lengths=[6, 5, 6])
+    case = make_case(
+        rng,
+        batch=3,
+        seq_len=6,
+        input_size=3,
+        hidden_size=5,
+        direction=direction,
+        activations=activations,
+        lengths=[6, 5, 6],
+    )
     case.inputs["X"][1, 2, 0] = np.nan
     (Y, Ho), want = run_both("gru_sequence", case)
     after = slice(2, 5) if direction == "forward" else slice(0, 3)  # steps computed from t = 2 on
@@ -171,16 +241,21 @@ def test_nan_in_a_valid_step_stays_in_its_row(rng, activations, direction):
     assert_close((Y, Ho), want)
 
 
-@pytest.mark.parametrize("extra", [
-    {"activations": ("SIGMOID", "TANH")},
-    {"activations": ["Sigmoid", "tanH"]},
-    {"hidden_size": 6},
-    {"activations_alpha": [0.5, 2.0], "activations_beta": [1.5, -1.0]},
-    {"activations_alpha": [1.0]},
-], ids=["upper", "mixed-case-list", "hidden_size", "alpha-beta", "alpha-only"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"activations": ("SIGMOID", "TANH")},
+        {"activations": ["Sigmoid", "tanH"]},
+        {"hidden_size": 6},
+        {"activations_alpha": [0.5, 2.0], "activations_beta": [1.5, -1.0]},
+        {"activations_alpha": [1.0]},
+    ],
+    ids=["upper", "mixed-case-list", "hidden_size", "alpha-beta", "alpha-only"],
+)
 def test_attribute_spellings_do_not_change_the_answer(rng, extra):
-    case = make_case(rng, batch=3, seq_len=4, input_size=2, hidden_size=6, direction="bidirectional",
-                     linear_before_reset=True)
+    case = make_case(
+        rng, batch=3, seq_len=4, input_size=2, hidden_size=6, direction="bidirectional", linear_before_reset=True
+    )
     want = fastgru.gru_sequence(**case.inputs, **case.attrs)
     got = fastgru.gru_sequence(**case.inputs, **case.attrs, **extra)
     for a, b in zip(got, want):
@@ -200,11 +275,13 @@ def test_upper_case_activations_select_the_same_functions(rng, f, g):
 
 def test_directions_have_their_own_weights(rng):
     """Bidirectional: index 0 uses W[0], R[0], B[0], h0[:, 0] forwards; index 1 the rest backwards."""
-    case = make_case(rng, batch=3, seq_len=4, input_size=2, hidden_size=5, dtype=np.float64,
-                     direction="bidirectional")
+    case = make_case(rng, batch=3, seq_len=4, input_size=2, hidden_size=5, dtype=np.float64, direction="bidirectional")
     Y, Ho = fastgru.gru_sequence(**case.inputs, **case.attrs)
-    swapped = {**case.inputs, **{name: case.inputs[name][::-1].copy() for name in ("W", "R", "B")},
-               "initial_hidden_state": case.inputs["initial_hidden_state"][:, ::-1].copy()}
+    swapped = {
+        **case.inputs,
+        **{name: case.inputs[name][::-1].copy() for name in ("W", "R", "B")},
+        "initial_hidden_state": case.inputs["initial_hidden_state"][:, ::-1].copy(),
+    }
     Ys, _ = fastgru.gru_sequence(**swapped, **case.attrs)
     assert not np.allclose(Y, Ys[:, ::-1])  # swapping the directions' weights changes the answer
     assert_close((Y, Ho), reference.gru_sequence(**case.inputs, **case.attrs))
@@ -212,23 +289,46 @@ def test_directions_have_their_own_weights(rng):
 
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 def test_a_longer_sequence(rng, linear_before_reset):
-    case = make_case(rng, batch=3, seq_len=30, input_size=4, hidden_size=16, direction="bidirectional",
-                     linear_before_reset=linear_before_reset)
+    case = make_case(
+        rng,
+        batch=3,
+        seq_len=30,
+        input_size=4,
+        hidden_size=16,
+        direction="bidirectional",
+        linear_before_reset=linear_before_reset,
+    )
     assert_close(*run_both("gru_sequence", case))
 
 
 @pytest.mark.parametrize("linear_before_reset", [False, True])
 def test_more_rows_than_a_chunk(rng, linear_before_reset):
     """More batch rows than the kernel processes together (64, fastgru/_kernels/gru.py)."""
-    case = make_case(rng, batch=70, seq_len=3, input_size=2, hidden_size=5, direction="bidirectional",
-                     linear_before_reset=linear_before_reset)
+    case = make_case(
+        rng,
+        batch=70,
+        seq_len=3,
+        input_size=2,
+        hidden_size=5,
+        direction="bidirectional",
+        linear_before_reset=linear_before_reset,
+    )
     assert_close(*run_both("gru_sequence", case))
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse"])
 def test_an_infinite_candidate_state_stays_infinite(rng, direction):
-    case = make_case(rng, batch=2, seq_len=2, input_size=1, hidden_size=1, dtype=np.float64, direction=direction,
-                     activations=("sigmoid", "relu"), lengths=[2, 2])
+    case = make_case(
+        rng,
+        batch=2,
+        seq_len=2,
+        input_size=1,
+        hidden_size=1,
+        dtype=np.float64,
+        direction=direction,
+        activations=("sigmoid", "relu"),
+        lengths=[2, 2],
+    )
     last = 1 if direction == "forward" else 0
     # At the last step of row 0: z = sigmoid(0) = 1/2, h = relu(4 * the largest float) = inf, H' = inf.
     case.inputs["X"][0, last, 0] = np.finfo(np.float64).max

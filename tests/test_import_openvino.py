@@ -33,9 +33,11 @@ def ov():
 
 def weights(rng, *, d=1, gates=3, dtype=np.float32, input_size=I, hidden_size=H):
     scale = 1 / math.sqrt(hidden_size) + 0.5
-    return (uniform(rng, (d, 3 * hidden_size, input_size), scale, dtype),
-            uniform(rng, (d, 3 * hidden_size, hidden_size), scale, dtype),
-            uniform(rng, (d, gates * hidden_size), 0.5, dtype))
+    return (
+        uniform(rng, (d, 3 * hidden_size, input_size), scale, dtype),
+        uniform(rng, (d, 3 * hidden_size, hidden_size), scale, dtype),
+        uniform(rng, (d, gates * hidden_size), 0.5, dtype),
+    )
 
 
 def run_openvino(ov, path, inputs):
@@ -62,8 +64,18 @@ def test_gru_sequence_round_trip(ov, direction, linear_before_reset, compress_to
     X = ops.parameter([N, S, I], ov.Type.f32, name="X")
     H0 = ops.parameter([N, d, H], ov.Type.f32, name="H0")
     L = ops.parameter([N], ov.Type.i32, name="L")
-    node = ops.gru_sequence(X, H0, L, ops.constant(W), ops.constant(R), ops.constant(B), H, direction,
-                            linear_before_reset=linear_before_reset, clip=1.5 if compress_to_fp16 else 0.0)
+    node = ops.gru_sequence(
+        X,
+        H0,
+        L,
+        ops.constant(W),
+        ops.constant(R),
+        ops.constant(B),
+        H,
+        direction,
+        linear_before_reset=linear_before_reset,
+        clip=1.5 if compress_to_fp16 else 0.0,
+    )
     node.set_friendly_name("gru")
     path = tmp_path / "model.xml"
     ov.save_model(ov.Model(node.outputs(), [X, H0, L]), path, compress_to_fp16=compress_to_fp16)
@@ -72,8 +84,11 @@ def test_gru_sequence_round_trip(ov, direction, linear_before_reset, compress_to
     assert isinstance(op, fastgru.GRUSequence) and op.dtype == np.float32
     assert (op.spec.direction, op.spec.linear_before_reset) == (direction, linear_before_reset)
     assert fastgru.from_openvino(path).keys() == {"gru"}
-    inputs = [rng.standard_normal((N, S, I)).astype(np.float32), rng.standard_normal((N, d, H)).astype(np.float32),
-              make_lengths(rng, N, S).astype(np.int32)]
+    inputs = [
+        rng.standard_normal((N, S, I)).astype(np.float32),
+        rng.standard_normal((N, d, H)).astype(np.float32),
+        make_lengths(rng, N, S).astype(np.int32),
+    ]
     DEVIATIONS.check("openvino save_model", op(*inputs), run_openvino(ov, path, inputs))
 
 
@@ -86,13 +101,26 @@ def test_activations_and_clip_round_trip(ov, activations, clip, tmp_path):
     X = ops.parameter([N, S, I], ov.Type.f32)
     H0 = ops.parameter([N, 1, H], ov.Type.f32)
     L = ops.parameter([N], ov.Type.i64)
-    node = ops.gru_sequence(X, H0, L, ops.constant(W), ops.constant(R), ops.constant(B), H, "forward",
-                            activations=list(activations), clip=clip)
+    node = ops.gru_sequence(
+        X,
+        H0,
+        L,
+        ops.constant(W),
+        ops.constant(R),
+        ops.constant(B),
+        H,
+        "forward",
+        activations=list(activations),
+        clip=clip,
+    )
     path = tmp_path / "model.xml"
     ov.save_model(ov.Model(node.outputs(), [X, H0, L]), path)
     (op,) = fastgru.from_openvino(path).values()
-    inputs = [rng.standard_normal((N, S, I)).astype(np.float32), rng.standard_normal((N, 1, H)).astype(np.float32),
-              np.full(N, S, np.int64)]
+    inputs = [
+        rng.standard_normal((N, S, I)).astype(np.float32),
+        rng.standard_normal((N, 1, H)).astype(np.float32),
+        np.full(N, S, np.int64),
+    ]
     DEVIATIONS.check("openvino save_model", op(*inputs), run_openvino(ov, path, inputs))
 
 
@@ -104,8 +132,9 @@ def test_gru_cell_round_trip(ov, linear_before_reset, tmp_path):
     W, R, B = (w[0] for w in weights(rng, gates=4 if linear_before_reset else 3))
     X = ops.parameter([N, I], ov.Type.f32)
     H0 = ops.parameter([N, H], ov.Type.f32)
-    node = ops.gru_cell(X, H0, ops.constant(W), ops.constant(R), ops.constant(B), H,
-                        linear_before_reset=linear_before_reset)
+    node = ops.gru_cell(
+        X, H0, ops.constant(W), ops.constant(R), ops.constant(B), H, linear_before_reset=linear_before_reset
+    )
     node.set_friendly_name("cell")
     path = tmp_path / "cell.xml"
     ov.save_model(ov.Model(node.outputs(), [X, H0]), path)
@@ -163,11 +192,16 @@ def test_an_onnx_gru_converted_by_openvino(ov, tmp_path):
 
     rng = np.random.default_rng(14)
     W, R, B = weights(rng, d=2, gates=6)
-    node = helper.make_node("GRU", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H, direction="bidirectional",
-                            linear_before_reset=1)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [S, N, I])],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h")],
-                              [numpy_helper.from_array(a, n) for n, a in (("W", W), ("R", R), ("B", B))])
+    node = helper.make_node(
+        "GRU", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H, direction="bidirectional", linear_before_reset=1
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [S, N, I])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h")],
+        [numpy_helper.from_array(a, n) for n, a in (("W", W), ("R", R), ("B", B))],
+    )
     onnx_path = tmp_path / "gru.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), onnx_path)
     path = tmp_path / "gru.xml"
@@ -205,8 +239,10 @@ class IR:
         attrs = "".join(f' {k}="{v}"' for k, v in (data or {}).items())
         ports_in = "".join(f'<port id="{i}"/>' for i in range(len(inputs)))
         ports_out = "".join(f'<port id="{len(inputs) + i}"/>' for i in range(outputs))
-        self.layers.append(f'<layer id="{lid}" name="{name}" type="{kind}" version="opset1"><data{attrs}/>'
-                           f"<input>{ports_in}</input><output>{ports_out}</output></layer>")
+        self.layers.append(
+            f'<layer id="{lid}" name="{name}" type="{kind}" version="opset1"><data{attrs}/>'
+            f"<input>{ports_in}</input><output>{ports_out}</output></layer>"
+        )
         for port, source in enumerate(inputs):
             if source is not None:
                 self.edges.append((source[0], source[1], lid, port))
@@ -214,16 +250,23 @@ class IR:
 
     def const(self, name, array, element_type="f32"):
         raw = np.ascontiguousarray(array, dtype=_ET.get(element_type, array.dtype)).tobytes()
-        data = {"element_type": element_type, "shape": ", ".join(map(str, np.shape(array))),
-                "offset": len(self.blob), "size": len(raw)}
+        data = {
+            "element_type": element_type,
+            "shape": ", ".join(map(str, np.shape(array))),
+            "offset": len(self.blob),
+            "size": len(raw),
+        }
         self.blob.extend(raw)
         return (self.layer("Const", name, data), 0)
 
     def write(self, path):
-        edges = "".join(f'<edge from-layer="{a}" from-port="{b}" to-layer="{c}" to-port="{d}"/>'
-                        for a, b, c, d in self.edges)
-        path.write_text(f'<?xml version="1.0"?>\n<net name="hand" version="11"><layers>{"".join(self.layers)}'
-                        f"</layers><edges>{edges}</edges></net>\n")
+        edges = "".join(
+            f'<edge from-layer="{a}" from-port="{b}" to-layer="{c}" to-port="{d}"/>' for a, b, c, d in self.edges
+        )
+        path.write_text(
+            f'<?xml version="1.0"?>\n<net name="hand" version="11"><layers>{"".join(self.layers)}'
+            f"</layers><edges>{edges}</edges></net>\n"
+        )
         path.with_suffix(".bin").write_bytes(bytes(self.blob))
         return path
 
@@ -242,8 +285,14 @@ def hand_ir(tmp_path, W, R, B, *, kind="GRUSequence", element_type="f32", conver
         if convert:
             src = (ir.layer("Convert", f"{wname}_convert", {"destination_type": convert}, [src]), 1)
         sources.append(src)
-    attrs = {"hidden_size": R.shape[-1], "activations": "sigmoid, tanh", "activations_alpha": "",
-             "activations_beta": "", "clip": "0", "linear_before_reset": "false"}
+    attrs = {
+        "hidden_size": R.shape[-1],
+        "activations": "sigmoid, tanh",
+        "activations_alpha": "",
+        "activations_beta": "",
+        "clip": "0",
+        "linear_before_reset": "false",
+    }
     if kind != "GRUCell":
         attrs["direction"] = "forward"
     attrs.update(data or {})
@@ -254,21 +303,34 @@ def hand_ir(tmp_path, W, R, B, *, kind="GRUSequence", element_type="f32", conver
 def test_hand_written_ir_equals_the_op(tmp_path):
     rng = np.random.default_rng(20)
     W, R, B = weights(rng, d=2, gates=4)
-    data = {"direction": "bidirectional", "linear_before_reset": "true", "clip": "1.25",
-            "activations": "tanh,relu", "activations_alpha": "0.5, 1"}
+    data = {
+        "direction": "bidirectional",
+        "linear_before_reset": "true",
+        "clip": "1.25",
+        "activations": "tanh,relu",
+        "activations_alpha": "0.5, 1",
+    }
     op = fastgru.from_openvino(hand_ir(tmp_path, W, R, B, data=data), "gru")
-    want_op = fastgru.GRUSequence(W, R, B, direction="bidirectional", linear_before_reset=True, clip=1.25,
-                                  activations=("tanh", "relu"))
+    want_op = fastgru.GRUSequence(
+        W, R, B, direction="bidirectional", linear_before_reset=True, clip=1.25, activations=("tanh", "relu")
+    )
     X, h0 = rng.standard_normal((N, S, I)).astype(np.float32), rng.standard_normal((N, 2, H)).astype(np.float32)
     lengths = make_lengths(rng, N, S)
     for got, want in zip(op(X, h0, lengths), want_op(X, h0, lengths), strict=True):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("element_type, convert, dtype", [
-    ("f16", "f32", np.float32), ("f16", None, np.float16), ("f64", None, np.float64), ("f32", "f64", np.float64),
-    ("bf16", None, "bfloat16"), ("f16", "bf16", "bfloat16"),
-])
+@pytest.mark.parametrize(
+    "element_type, convert, dtype",
+    [
+        ("f16", "f32", np.float32),
+        ("f16", None, np.float16),
+        ("f64", None, np.float64),
+        ("f32", "f64", np.float64),
+        ("bf16", None, "bfloat16"),
+        ("f16", "bf16", "bfloat16"),
+    ],
+)
 def test_element_types_and_converts(element_type, convert, dtype, tmp_path):
     if dtype == "bfloat16":  # every case converting to bf16 has this dtype
         dtype = pytest.importorskip("ml_dtypes").bfloat16
@@ -298,11 +360,13 @@ def test_openvino_is_not_imported(tmp_path):
     """import fastgru imports none of torch, onnx, openvino; from_openvino works without openvino."""
     rng = np.random.default_rng(23)
     path = hand_ir(tmp_path, *weights(rng))
-    code = ("import sys, fastgru\n"
-            f"ops = fastgru.from_openvino({os.fspath(path)!r})\n"
-            "assert list(ops) == ['gru'], ops\n"
-            "loaded = {'torch', 'onnx', 'onnxruntime', 'openvino'} & set(sys.modules)\n"
-            "assert not loaded, loaded\n")
+    code = (
+        "import sys, fastgru\n"
+        f"ops = fastgru.from_openvino({os.fspath(path)!r})\n"
+        "assert list(ops) == ['gru'], ops\n"
+        "loaded = {'torch', 'onnx', 'onnxruntime', 'openvino'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
@@ -313,8 +377,11 @@ def test_no_gru_layer_and_unknown_name(tmp_path):
     ir = IR()
     ir.layer("Parameter", "X")
     path = ir.write(tmp_path / "empty.xml")
-    with pytest.raises(FastGRUError, match=r"from_openvino: .*empty.xml has no GRUSequence, GRUCell or AUGRUSequence "
-                                           r"layer \(in its main graph\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"from_openvino: .*empty.xml has no GRUSequence, GRUCell or AUGRUSequence "
+        r"layer \(in its main graph\)",
+    ):
         fastgru.from_openvino(path)
     path = hand_ir(tmp_path, *weights(np.random.default_rng(24)))
     with pytest.raises(FastGRUError, match=r"hand.xml has no GRU layer named 'lstm'; its GRU layers: 'gru'"):
@@ -330,12 +397,20 @@ def test_non_constant_weights(tmp_path):
     x, h, lens = ((ir.layer("Parameter", n), 0) for n in ("X", "H", "L"))
     w_param = (ir.layer("Parameter", "W_in"), 0)
     r_scaled = (ir.layer("Multiply", "R_times", inputs=[ir.const("R", R), ir.const("two", np.float32(2))]), 2)
-    gru = ir.layer("GRUSequence", "gru", {"hidden_size": H, "direction": "forward"},
-                   [x, h, lens, w_param, r_scaled, ir.const("B", B)], outputs=2)
+    gru = ir.layer(
+        "GRUSequence",
+        "gru",
+        {"hidden_size": H, "direction": "forward"},
+        [x, h, lens, w_param, r_scaled, ir.const("B", B)],
+        outputs=2,
+    )
     path = ir.write(tmp_path / "params.xml")
-    with pytest.raises(FastGRUError, match=r"^from_openvino: GRUSequence layer 'gru': W comes from layer 'W_in' "
-                                           r"\(Parameter\); fastgru needs constant weights: a Const layer, optionally "
-                                           r"through Convert layers"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"^from_openvino: GRUSequence layer 'gru': W comes from layer 'W_in' "
+        r"\(Parameter\); fastgru needs constant weights: a Const layer, optionally "
+        r"through Convert layers",
+    ):
         fastgru.from_openvino(path)
     ir.edges = [e for e in ir.edges if e[0] != w_param[0]] + [(ir.const("W", W)[0], 0, gru, 3)]
     with pytest.raises(FastGRUError, match=r"GRUSequence layer 'gru': R comes from layer 'R_times' \(Multiply\)"):
@@ -345,14 +420,21 @@ def test_non_constant_weights(tmp_path):
         fastgru.from_openvino(ir.write(tmp_path / "params.xml"))
 
 
-@pytest.mark.parametrize("data, error, message", [
-    ({"direction": "sideways"}, FastGRUError, r"GRUSequence: direction is 'sideways'"),
-    ({"activations": "hardsigmoid, tanh"}, FastGRUError, r"GRUSequence: activations\[0\] is 'hardsigmoid'"),
-    ({"linear_before_reset": "maybe"}, FastGRUError, r"attribute linear_before_reset='maybe' is not a valid value"),
-    ({"clip": "-1"}, FastGRUError, r"GRUSequence: clip is -1.0; expected a number >= 0"),
-    ({"hidden_size": "7"}, FastGRUError, r"GRUSequence: .*hidden_size"),
-    ({"input_forget": "true"}, NotImplementedError, r"attribute input_forget='true' is not supported; fastgru knows "),
-])
+@pytest.mark.parametrize(
+    "data, error, message",
+    [
+        ({"direction": "sideways"}, FastGRUError, r"GRUSequence: direction is 'sideways'"),
+        ({"activations": "hardsigmoid, tanh"}, FastGRUError, r"GRUSequence: activations\[0\] is 'hardsigmoid'"),
+        ({"linear_before_reset": "maybe"}, FastGRUError, r"attribute linear_before_reset='maybe' is not a valid value"),
+        ({"clip": "-1"}, FastGRUError, r"GRUSequence: clip is -1.0; expected a number >= 0"),
+        ({"hidden_size": "7"}, FastGRUError, r"GRUSequence: .*hidden_size"),
+        (
+            {"input_forget": "true"},
+            NotImplementedError,
+            r"attribute input_forget='true' is not supported; fastgru knows ",
+        ),
+    ],
+)
 def test_attribute_errors(data, error, message, tmp_path):
     path = hand_ir(tmp_path, *weights(np.random.default_rng(26)), data=data)
     with pytest.raises(error, match=f"^from_openvino: GRUSequence layer 'gru': {message}"):
@@ -362,16 +444,22 @@ def test_attribute_errors(data, error, message, tmp_path):
 def test_augru_attributes_are_fixed(tmp_path):
     W, R, B = weights(np.random.default_rng(27))
     path = hand_ir(tmp_path, W, R, B, kind="AUGRUSequence", data={"clip": "2"})
-    with pytest.raises(NotImplementedError, match=r"AUGRUSequence layer 'gru': clip=2.0; AUGRUSequence's clip is "
-                                                  r"always 0.0"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"AUGRUSequence layer 'gru': clip=2.0; AUGRUSequence's clip is "
+        r"always 0.0",
+    ):
         fastgru.from_openvino(path)
 
 
 def test_const_errors(tmp_path):
     W, R, B = weights(np.random.default_rng(28))
     path = hand_ir(tmp_path, W, R, B, element_type="i8")
-    with pytest.raises(NotImplementedError, match=r"W \(Const 'W'\): element_type 'i8' is not supported; expected one "
-                                                  r"of f16, f32, f64"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"W \(Const 'W'\): element_type 'i8' is not supported; expected one "
+        r"of f16, f32, f64",
+    ):
         fastgru.from_openvino(path)
     path = hand_ir(tmp_path, W, R, B)
     xml = path.read_text()
@@ -382,13 +470,19 @@ def test_const_errors(tmp_path):
     with pytest.raises(FastGRUError, match=r"W \(Const 'W'\): bytes 1000 to 1180 are past the end of .*hand.bin"):
         fastgru.from_openvino(path)
     path.write_text(xml.replace('shape="1, 15, 3"', 'shape="1, x, 3"', 1))
-    with pytest.raises(FastGRUError, match=r"W \(Const 'W'\): <data> has shape='1, x, 3', offset='0', size='180'; "
-                                           r"expected integers"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"W \(Const 'W'\): <data> has shape='1, x, 3', offset='0', size='180'; "
+        r"expected integers",
+    ):
         fastgru.from_openvino(path)
     path.write_text(xml)
     moved = path.rename(tmp_path / "weights.xml").with_suffix(".bin")
     path.with_suffix(".bin").rename(moved)
     assert fastgru.from_openvino(tmp_path / "weights.xml", bin_path=moved).keys() == {"gru"}
-    with pytest.raises(FastGRUError, match=r"^from_openvino: GRUSequence layer 'gru': GRUSequence: B has shape "
-                                           r"\(1, 10\); expected \(num_directions=1, 3\*hidden_size=15\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"^from_openvino: GRUSequence layer 'gru': GRUSequence: B has shape "
+        r"\(1, 10\); expected \(num_directions=1, 3\*hidden_size=15\)",
+    ):
         fastgru.from_openvino(hand_ir(tmp_path, W, R, B[:, :10]))

@@ -30,8 +30,9 @@ def run_torch(torch, module, x, h0=None):
     return y.numpy(), h.numpy()
 
 
-def state_dict_arrays(rng, *, num_layers=1, bidirectional=False, bias=True, input_size=I, hidden_size=H,
-                      dtype=np.float32):
+def state_dict_arrays(
+    rng, *, num_layers=1, bidirectional=False, bias=True, input_size=I, hidden_size=H, dtype=np.float32
+):
     """A GRU's state_dict as NumPy arrays, keys and shapes as torch.nn.GRU names them."""
     d = 2 if bidirectional else 1
     state = {}
@@ -51,12 +52,18 @@ def state_dict_arrays(rng, *, num_layers=1, bidirectional=False, bias=True, inpu
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
 def test_every_config_matches_torch(torch, num_layers, bidirectional, batch_first, bias):
-    module = torch.nn.GRU(I, H, num_layers=num_layers, bidirectional=bidirectional, batch_first=batch_first,
-                          bias=bias).eval()
+    module = torch.nn.GRU(
+        I, H, num_layers=num_layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias
+    ).eval()
     gru = fastgru.from_torch(module)
     d = 2 if bidirectional else 1
     assert (gru.num_layers, gru.bidirectional, gru.batch_first, gru.hidden_size, gru.input_size) == (
-        num_layers, bidirectional, batch_first, H, I)
+        num_layers,
+        bidirectional,
+        batch_first,
+        H,
+        I,
+    )
     assert len(gru.layers) == num_layers and all(isinstance(op, fastgru.GRUSequence) for op in gru.layers)
     assert {op.spec.direction for op in gru.layers} == {"bidirectional" if bidirectional else "forward"}
     assert all(op.spec.linear_before_reset for op in gru.layers)
@@ -97,8 +104,9 @@ def test_lengths_match_a_packed_sequence(torch, bidirectional, batch_first):
     x = rng.standard_normal((n, S, I) if batch_first else (S, n, I)).astype(np.float32)
     h0 = rng.standard_normal((2 * (1 + bidirectional), n, H)).astype(np.float32)
     with torch.no_grad():
-        packed = pack_padded_sequence(torch.from_numpy(x), torch.from_numpy(lengths), batch_first=batch_first,
-                                      enforce_sorted=False)
+        packed = pack_padded_sequence(
+            torch.from_numpy(x), torch.from_numpy(lengths), batch_first=batch_first, enforce_sorted=False
+        )
         y, h = module(packed, torch.from_numpy(h0))
         y, _ = pad_packed_sequence(y, batch_first=batch_first, total_length=S)
     DEVIATIONS.check("torch float32", gru(x, h0, lengths=lengths), (y.numpy(), h.numpy()))
@@ -171,11 +179,11 @@ def test_state_dict_of_arrays_builds_the_openvino_weights(bias):
     state = state_dict_arrays(rng, bias=bias)
     gru = fastgru.from_torch(state)
     Wt, Rt = state["weight_ih_l0"], state["weight_hh_l0"]
-    W = np.concatenate([Wt[H:2 * H], Wt[:H], Wt[2 * H:]])[None]
-    R = np.concatenate([Rt[H:2 * H], Rt[:H], Rt[2 * H:]])[None]
+    W = np.concatenate([Wt[H : 2 * H], Wt[:H], Wt[2 * H :]])[None]
+    R = np.concatenate([Rt[H : 2 * H], Rt[:H], Rt[2 * H :]])[None]
     if bias:
         bi, bh = state["bias_ih_l0"], state["bias_hh_l0"]
-        B = np.concatenate([bi[H:2 * H] + bh[H:2 * H], bi[:H] + bh[:H], bi[2 * H:], bh[2 * H:]])[None]
+        B = np.concatenate([bi[H : 2 * H] + bh[H : 2 * H], bi[:H] + bh[:H], bi[2 * H :], bh[2 * H :]])[None]
     else:
         B = np.zeros((1, 4 * H), np.float32)
     op = fastgru.GRUSequence(W, R, B, linear_before_reset=True)
@@ -185,8 +193,9 @@ def test_state_dict_of_arrays_builds_the_openvino_weights(bias):
     Y, Ho = op(x.transpose(1, 0, 2), h0.transpose(1, 0, 2), np.full(N, S))
     np.testing.assert_array_equal(y, Y[:, 0].transpose(1, 0, 2))
     np.testing.assert_array_equal(h, Ho.transpose(1, 0, 2))
-    assert repr(gru) == ("TorchGRU(input_size=4, hidden_size=6, num_layers=1, bidirectional=False, batch_first=False, "
-                         "dtype=float32)")
+    assert repr(gru) == (
+        "TorchGRU(input_size=4, hidden_size=6, num_layers=1, bidirectional=False, batch_first=False, dtype=float32)"
+    )
 
 
 def test_state_dict_dtypes():
@@ -195,8 +204,11 @@ def test_state_dict_dtypes():
     assert fastgru.from_torch(state).dtype == np.float64
     assert fastgru.from_torch(state, dtype=np.float16).layers[0].dtype == np.float16
     state["bias_hh_l0"] = state["bias_hh_l0"].astype(np.float32)
-    with pytest.raises(TypeError, match=r"from_torch: bias_hh_l0 is float32 but weight_ih_l0 is float64; the "
-                                        r"weights must share one dtype \(or pass dtype=\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"from_torch: bias_hh_l0 is float32 but weight_ih_l0 is float64; the "
+        r"weights must share one dtype \(or pass dtype=\)",
+    ):
         fastgru.from_torch(state)
     state = {k: (v * 10).astype(np.int64) for k, v in state.items()}
     with pytest.raises(TypeError, match=r"from_torch: layer 0: GRUSequence: W is int64; expected float16"):
@@ -207,33 +219,56 @@ def without(state, key):
     return {k: v for k, v in state.items() if k != key}
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda s: dict(s, weight_hr_l0=np.zeros((6, 3))),
-     r"state_dict key 'weight_hr_l0' is not a GRU parameter \(an LSTM's projection, proj_size: torch.nn.GRU has "
-     r"none\)"),
-    (lambda s: dict(s, running_mean=np.zeros(3)),
-     r"state_dict key 'running_mean' is not a GRU parameter; expected weight_ih_l"),
-    (lambda s: {"rnn." + k: v for k, v in s.items()},
-     r"state_dict key 'rnn.weight_ih_l0' is not a GRU parameter; expected .*\. For a GRU inside a larger model, "
-     r"keep its entries without the prefix: \{k.removeprefix\('rnn.'\): v for k, v in state.items\(\) if "
-     r"k.startswith\('rnn.'\)\}$"),
-    (lambda s: {}, r"the state_dict is empty"),
-    (lambda s: without(s, "bias_hh_l1_reverse"),
-     r"state_dict has no bias_hh_l1_reverse \(num_layers=2 from 'weight_ih_l1', bidirectional=True, bias=True\)"),
-    (lambda s: without(s, "weight_ih_l0_reverse"), r"state_dict has no weight_ih_l0_reverse"),
-    (lambda s: dict(s, weight_hh_l1=np.zeros((18, 5), np.float32)),
-     r"weight_hh_l1 has shape \(18, 5\); expected \(3\*hidden_size=18, hidden_size=6\), hidden_size from weight_hh_l0"),
-    (lambda s: dict(s, weight_ih_l1=np.zeros((18, 6), np.float32)),
-     r"weight_ih_l1 has shape \(18, 6\); expected \(3\*hidden_size=18, num_directions\*hidden_size=12\)"),
-    (lambda s: dict(s, weight_ih_l0_reverse=np.zeros((18, 5), np.float32)),
-     r"weight_ih_l0_reverse has shape \(18, 5\); expected \(3\*hidden_size=18, input_size=4\)"),
-    (lambda s: dict(s, bias_ih_l0=np.zeros((24,), np.float32)),
-     r"bias_ih_l0 has shape \(24,\); expected \(3\*hidden_size=18,\), hidden_size from weight_hh_l0 \(an LSTM's "
-     r"weights have 4\*hidden_size rows\)"),
-    (lambda s: dict(s, weight_hh_l0=np.zeros((24, 6), np.float32)),
-     r"weight_hh_l0 has shape \(24, 6\); expected \(3\*hidden_size, hidden_size\) with hidden_size > 0 \(an LSTM's"),
-    (lambda s: dict(s, weight_hh_l0=np.zeros(18, np.float32)), r"weight_hh_l0 has shape \(18,\); expected"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda s: dict(s, weight_hr_l0=np.zeros((6, 3))),
+            r"state_dict key 'weight_hr_l0' is not a GRU parameter \(an LSTM's projection, proj_size: torch.nn.GRU has "
+            r"none\)",
+        ),
+        (
+            lambda s: dict(s, running_mean=np.zeros(3)),
+            r"state_dict key 'running_mean' is not a GRU parameter; expected weight_ih_l",
+        ),
+        (
+            lambda s: {"rnn." + k: v for k, v in s.items()},
+            r"state_dict key 'rnn.weight_ih_l0' is not a GRU parameter; expected .*\. For a GRU inside a larger model, "
+            r"keep its entries without the prefix: \{k.removeprefix\('rnn.'\): v for k, v in state.items\(\) if "
+            r"k.startswith\('rnn.'\)\}$",
+        ),
+        (lambda s: {}, r"the state_dict is empty"),
+        (
+            lambda s: without(s, "bias_hh_l1_reverse"),
+            r"state_dict has no bias_hh_l1_reverse \(num_layers=2 from 'weight_ih_l1', bidirectional=True, bias=True\)",
+        ),
+        (lambda s: without(s, "weight_ih_l0_reverse"), r"state_dict has no weight_ih_l0_reverse"),
+        (
+            lambda s: dict(s, weight_hh_l1=np.zeros((18, 5), np.float32)),
+            r"weight_hh_l1 has shape \(18, 5\); expected \(3\*hidden_size=18, hidden_size=6\), "
+            r"hidden_size from weight_hh_l0",
+        ),
+        (
+            lambda s: dict(s, weight_ih_l1=np.zeros((18, 6), np.float32)),
+            r"weight_ih_l1 has shape \(18, 6\); expected \(3\*hidden_size=18, num_directions\*hidden_size=12\)",
+        ),
+        (
+            lambda s: dict(s, weight_ih_l0_reverse=np.zeros((18, 5), np.float32)),
+            r"weight_ih_l0_reverse has shape \(18, 5\); expected \(3\*hidden_size=18, input_size=4\)",
+        ),
+        (
+            lambda s: dict(s, bias_ih_l0=np.zeros((24,), np.float32)),
+            r"bias_ih_l0 has shape \(24,\); expected \(3\*hidden_size=18,\), hidden_size from weight_hh_l0 \(an LSTM's "
+            r"weights have 4\*hidden_size rows\)",
+        ),
+        (
+            lambda s: dict(s, weight_hh_l0=np.zeros((24, 6), np.float32)),
+            r"weight_hh_l0 has shape \(24, 6\); expected \(3\*hidden_size, hidden_size\) with hidden_size > 0 "
+            r"\(an LSTM's",
+        ),
+        (lambda s: dict(s, weight_hh_l0=np.zeros(18, np.float32)), r"weight_hh_l0 has shape \(18,\); expected"),
+    ],
+)
 def test_state_dict_errors_name_the_key(change, message):
     state = change(state_dict_arrays(np.random.default_rng(8), num_layers=2, bidirectional=True))
     with pytest.raises(FastGRUError, match=f"^from_torch: {message}"):
@@ -242,18 +277,30 @@ def test_state_dict_errors_name_the_key(change, message):
 
 def test_call_errors():
     gru = fastgru.from_torch(state_dict_arrays(np.random.default_rng(9), num_layers=2, bidirectional=True))
-    with pytest.raises(FastGRUError, match=r"TorchGRU: input has rank 1 \(shape \(4,\)\); expected \(seq_len, batch, "
-                                           r"input_size=4\), or \(seq_len, input_size\) unbatched"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"TorchGRU: input has rank 1 \(shape \(4,\)\); expected \(seq_len, batch, "
+        r"input_size=4\), or \(seq_len, input_size\) unbatched",
+    ):
         gru(np.zeros(4, np.float32))
     x = np.zeros((S, N, I), np.float32)
-    with pytest.raises(FastGRUError, match=r"TorchGRU: h0 has shape \(2, 3, 6\); expected \(num_layers\*num_directions"
-                                           r", batch, hidden_size\) = \(4, 3, 6\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"TorchGRU: h0 has shape \(2, 3, 6\); expected \(num_layers\*num_directions"
+        r", batch, hidden_size\) = \(4, 3, 6\)",
+    ):
         gru(x, np.zeros((2, N, H), np.float32))
-    with pytest.raises(FastGRUError, match=r"TorchGRU: h0 has shape \(4, 3, 6\); expected \(num_layers\*num_directions"
-                                           r", hidden_size\) = \(4, 6\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"TorchGRU: h0 has shape \(4, 3, 6\); expected \(num_layers\*num_directions"
+        r", hidden_size\) = \(4, 6\)",
+    ):
         gru(x[:, 0], np.zeros((4, N, H), np.float32))
-    with pytest.raises(FastGRUError, match=r"GRUSequence: X has shape \(3, 5, 5\); expected \(batch_size=3, "
-                                           r"seq_length=5, input_size=4\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"GRUSequence: X has shape \(3, 5, 5\); expected \(batch_size=3, "
+        r"seq_length=5, input_size=4\)",
+    ):
         gru(np.zeros((S, N, 5), np.float32))
     with pytest.raises(FastGRUError, match=r"GRUSequence: sequence_lengths\[1\] is 6; expected 0 <= sequence_lengths"):
         gru(x, lengths=[1, 6, 2])
@@ -267,6 +314,9 @@ def test_not_a_gru(torch):
     with pytest.raises(FastGRUError, match=r"from_torch: LSTM is not a torch.nn.GRU and holds none"):
         fastgru.from_torch(torch.nn.LSTM(I, H))
     two = torch.nn.Sequential(torch.nn.GRU(I, H), torch.nn.GRU(H, H))
-    with pytest.raises(FastGRUError, match=r"from_torch: Sequential holds 2 torch.nn.GRU modules \(0, 1\); pass the "
-                                           r"one to convert, e.g. model.0"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"from_torch: Sequential holds 2 torch.nn.GRU modules \(0, 1\); pass the "
+        r"one to convert, e.g. model.0",
+    ):
         fastgru.from_torch(two)

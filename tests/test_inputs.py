@@ -1,8 +1,9 @@
 """Inputs the caller owns: any memory layout gives the same answer, and nothing is modified.
 
-docs/semantics.md, "Inputs, outputs and memory": non-contiguous, Fortran-ordered, big-endian and read-only arrays are valid inputs and
-give the same answer as their contiguous copies; no input array is ever modified; calls from
-several Python threads at once give the same answers as serial calls.
+docs/semantics.md, "Inputs, outputs and memory": non-contiguous, Fortran-ordered, big-endian and
+read-only arrays are valid inputs and give the same answer as their contiguous copies; no input
+array is ever modified; calls from several Python threads at once give the same answers as serial
+calls.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -93,10 +94,23 @@ def test_no_input_is_modified(rng, dtype):
     before = {name: a.copy() for name, a in inputs.items()}
     before_A = A.copy()
     _call(inputs)
-    fastgru.augru_sequence(inputs["X"], inputs["initial_hidden_state"][:, :1], inputs["sequence_lengths"],
-                           inputs["W"][:1], inputs["R"][:1], inputs["B"][:1, : 3 * H], A)
-    fastgru.gru_cell(inputs["X"][:, 0], inputs["initial_hidden_state"][:, 0], inputs["W"][0], inputs["R"][0],
-                     inputs["B"][0], linear_before_reset=True)
+    fastgru.augru_sequence(
+        inputs["X"],
+        inputs["initial_hidden_state"][:, :1],
+        inputs["sequence_lengths"],
+        inputs["W"][:1],
+        inputs["R"][:1],
+        inputs["B"][:1, : 3 * H],
+        A,
+    )
+    fastgru.gru_cell(
+        inputs["X"][:, 0],
+        inputs["initial_hidden_state"][:, 0],
+        inputs["W"][0],
+        inputs["R"][0],
+        inputs["B"][0],
+        linear_before_reset=True,
+    )
     for name, a in inputs.items():
         np.testing.assert_array_equal(a, before[name], err_msg=name)
     np.testing.assert_array_equal(A, before_A, err_msg="A")

@@ -21,8 +21,7 @@ from fastgru import _isa, _partner
 pytestmark = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
 
 #: Paths as reach() names them, each with and without the hoisted projection where it matters.
-PATHS = [("serial", True), ("serial", False), ("parallel", True), ("parallel", False), ("split", True),
-         ("pair", True)]
+PATHS = [("serial", True), ("serial", False), ("parallel", True), ("parallel", False), ("split", True), ("pair", True)]
 
 
 def _skip_without_partner(path):

@@ -37,23 +37,33 @@ def _poison(rng, inputs, names, count):
 
 def _cases():
     for op, names in INPUTS.items():
-        for attrs in ({}, {"linear_before_reset": True, "clip": 2.0}, {"activations": ("relu", "tanh")},
-                      {"direction": "bidirectional"}, {"direction": "reverse", "activations": ("tanh", "sigmoid")}):
+        for attrs in (
+            {},
+            {"linear_before_reset": True, "clip": 2.0},
+            {"activations": ("relu", "tanh")},
+            {"direction": "bidirectional"},
+            {"direction": "reverse", "activations": ("tanh", "sigmoid")},
+        ):
             if op == "augru_sequence" and attrs:
                 continue
             if op == "gru_cell" and "direction" in attrs:
                 continue
             for poisoned in [[name] for name in names] + [names]:
-                yield pytest.param(op, attrs, poisoned, id=f"{op}-{'-'.join(f'{k}={v}' for k, v in attrs.items())}-"
-                                                          f"{'+'.join(poisoned)}")
+                yield pytest.param(
+                    op,
+                    attrs,
+                    poisoned,
+                    id=f"{op}-{'-'.join(f'{k}={v}' for k, v in attrs.items())}-{'+'.join(poisoned)}",
+                )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize(("op", "attrs", "names"), list(_cases()))
 def test_infinities_and_nan_follow_the_formulas(op, attrs, names, dtype):
     rng = np.random.default_rng(zlib.crc32(f"{op}{names}{attrs}".encode()))
-    case = make_case(rng, op=op, batch=5, seq_len=4, input_size=3, hidden_size=7, dtype=dtype, ragged=False,
-                     **attrs)  # every step valid: the poison is inside
+    case = make_case(
+        rng, op=op, batch=5, seq_len=4, input_size=3, hidden_size=7, dtype=dtype, ragged=False, **attrs
+    )  # every step valid: the poison is inside
     inputs = _poison(rng, case.inputs, names, count=2)
     got = getattr(fastgru, op)(**inputs, **case.attrs)
     want = getattr(reference, op)(**inputs, **case.attrs)
@@ -68,8 +78,16 @@ def test_on_every_path(monkeypatch, path):
         pytest.skip("no partner thread here")
     rng = np.random.default_rng(3)
     n = 1 if path in ("split", "pair") else 6
-    case = make_case(rng, op="gru_sequence", batch=n, seq_len=6, input_size=4, hidden_size=40,
-                     linear_before_reset=path == "pair", ragged=False)
+    case = make_case(
+        rng,
+        op="gru_sequence",
+        batch=n,
+        seq_len=6,
+        input_size=4,
+        hidden_size=40,
+        linear_before_reset=path == "pair",
+        ragged=False,
+    )
     inputs = _poison(rng, case.inputs, ["X", "initial_hidden_state", "R"], count=1)
     want = reference.gru_sequence(**inputs, **case.attrs)
     reach(monkeypatch, path)

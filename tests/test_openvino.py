@@ -1,9 +1,10 @@
-"""fastgru against OpenVINO itself (docs/semantics.md, "Where fastgru differs from OpenVINO"): same inputs, same answers up to float rounding.
+"""fastgru against OpenVINO itself (docs/semantics.md, "Where fastgru differs from OpenVINO"):
+same inputs, same answers up to float rounding.
 
 OpenVINO's CPU plugin runs each case compiled with an f32 inference precision hint
-(tests/openvino_oracle.py). Not run here, for the reasons of docs/semantics.md, "Where fastgru differs from OpenVINO": batch 0 (OpenVINO
-crashes) and ragged AUGRU lengths (the CPU plugin has no implementation). float64 is compared
-with the float32 tolerance, since OpenVINO computes float64 models in float32.
+(tests/openvino_oracle.py). Not run here, for the reasons of docs/semantics.md, "Where fastgru
+differs from OpenVINO": batch 0 (OpenVINO crashes) and ragged AUGRU lengths (the CPU plugin has
+no implementation). float64 is compared with the float32 tolerance, since OpenVINO computes float64 models in float32.
 
 The largest |fastgru - OpenVINO| seen per dtype is printed at the end of the module.
 """
@@ -31,8 +32,10 @@ except ImportError:  # pragma: no cover
     ml_dtypes = None
 
 BF16 = pytest.param(
-    ml_dtypes.bfloat16 if ml_dtypes else None, id="bfloat16",
-    marks=pytest.mark.skipif(ml_dtypes is None, reason="ml_dtypes is not installed"))
+    ml_dtypes.bfloat16 if ml_dtypes else None,
+    id="bfloat16",
+    marks=pytest.mark.skipif(ml_dtypes is None, reason="ml_dtypes is not installed"),
+)
 
 # rtol, atol of |fastgru - OpenVINO| per dtype. float16/bfloat16: fastgru computes in float32 and
 # rounds each output once. OpenVINO's bfloat16 is 1 unit in the last place off the correctly rounded
@@ -88,8 +91,18 @@ def randn(rng, shape, dtype, scale=1.0):
     return (rng.uniform(-scale, scale, size=shape)).astype(dtype)
 
 
-def sequence_case(seed, *, batch=4, seq_len=5, input_size=3, hidden_size=5, dtype=np.float32,
-                  direction="forward", linear_before_reset=False, ragged=True):
+def sequence_case(
+    seed,
+    *,
+    batch=4,
+    seq_len=5,
+    input_size=3,
+    hidden_size=5,
+    dtype=np.float32,
+    direction="forward",
+    linear_before_reset=False,
+    ragged=True,
+):
     rng = np.random.default_rng(seed)
     D = 2 if direction == "bidirectional" else 1
     G = 4 if linear_before_reset else 3
@@ -97,8 +110,9 @@ def sequence_case(seed, *, batch=4, seq_len=5, input_size=3, hidden_size=5, dtyp
     inputs = dict(
         X=randn(rng, (batch, seq_len, input_size), dtype),
         initial_hidden_state=randn(rng, (batch, D, hidden_size), dtype),
-        sequence_lengths=(make_lengths(rng, batch, seq_len).astype(np.int32) if ragged
-                          else np.full(batch, seq_len, dtype=np.int32)),
+        sequence_lengths=(
+            make_lengths(rng, batch, seq_len).astype(np.int32) if ragged else np.full(batch, seq_len, dtype=np.int32)
+        ),
         W=randn(rng, (D, 3 * hidden_size, input_size), dtype, scale),
         R=randn(rng, (D, 3 * hidden_size, hidden_size), dtype, scale),
         B=randn(rng, (D, G * hidden_size), dtype, 0.5),
@@ -135,12 +149,15 @@ def test_gru_cell_float32(linear_before_reset, with_B, activations, request):
     assert_matches(got, want, np.float32, request)
 
 
-@pytest.mark.parametrize(("batch", "input_size", "hidden_size", "clip"), [
-    (1, 1, 1, math.inf),
-    (2, 1, 3, 0.0),
-    (5, 7, 17, 0.25),
-    (3, 4, 3, 1.5),
-])
+@pytest.mark.parametrize(
+    ("batch", "input_size", "hidden_size", "clip"),
+    [
+        (1, 1, 1, math.inf),
+        (2, 1, 3, 0.0),
+        (5, 7, 17, 0.25),
+        (3, 4, 3, 1.5),
+    ],
+)
 @pytest.mark.parametrize("linear_before_reset", [False, True], ids=["lbr0", "lbr1"])
 def test_gru_cell_sizes_and_clip(batch, input_size, hidden_size, clip, linear_before_reset, request):
     rng = np.random.default_rng(hidden_size * 1000 + input_size * 10 + batch + linear_before_reset)
@@ -180,49 +197,66 @@ def test_gru_sequence_float32(direction, linear_before_reset, request):
     seed = 200 + 2 * DIRECTIONS.index(direction) + linear_before_reset
     inputs = sequence_case(seed, batch=5, seq_len=6, direction=direction, linear_before_reset=linear_before_reset)
     assert 0 in inputs["sequence_lengths"] and 6 in inputs["sequence_lengths"]
-    (Y, Ho), _ = run_sequence(inputs, request, np.float32, direction=direction,
-                              linear_before_reset=linear_before_reset)
-    # docs/semantics.md, "Sequences", checked against OpenVINO's answer above: length 0 gives Ho = 0 and an all-zero Y row.
+    (Y, Ho), _ = run_sequence(inputs, request, np.float32, direction=direction, linear_before_reset=linear_before_reset)
+    # docs/semantics.md, "Sequences", checked against OpenVINO's answer above: length 0 gives Ho = 0
+    # and an all-zero Y row.
     empty = inputs["sequence_lengths"] == 0
     assert not Ho[empty].any() and not Y[empty].any()
 
 
-@pytest.mark.parametrize("activations", [("relu", "tanh"), ("tanh", "relu"), ("relu", "relu"),
-                                         ("tanh", "sigmoid"), ("sigmoid", "relu")], ids="-".join)
+@pytest.mark.parametrize(
+    "activations",
+    [("relu", "tanh"), ("tanh", "relu"), ("relu", "relu"), ("tanh", "sigmoid"), ("sigmoid", "relu")],
+    ids="-".join,
+)
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_gru_sequence_activations(direction, activations, request):
     seed = 300 + 3 * sum(map(len, activations)) + DIRECTIONS.index(direction)
-    inputs = sequence_case(seed, batch=3, seq_len=4, hidden_size=4, direction=direction,
-                           linear_before_reset=seed % 2 == 1)
-    run_sequence(inputs, request, np.float32, direction=direction, activations=activations,
-                 linear_before_reset=seed % 2 == 1)
+    inputs = sequence_case(
+        seed, batch=3, seq_len=4, hidden_size=4, direction=direction, linear_before_reset=seed % 2 == 1
+    )
+    run_sequence(
+        inputs, request, np.float32, direction=direction, activations=activations, linear_before_reset=seed % 2 == 1
+    )
 
 
 @pytest.mark.parametrize("clip", [math.inf, 0.0, 0.3, 1.0])
 @pytest.mark.parametrize("linear_before_reset", [False, True], ids=["lbr0", "lbr1"])
 def test_gru_sequence_clip(clip, linear_before_reset, request):
-    inputs = sequence_case(400 + linear_before_reset, direction="bidirectional",
-                           linear_before_reset=linear_before_reset)
+    inputs = sequence_case(
+        400 + linear_before_reset, direction="bidirectional", linear_before_reset=linear_before_reset
+    )
     inputs["X"] *= 3  # pre-activations well beyond the clip
-    got, _ = run_sequence(inputs, request, np.float32, direction="bidirectional", clip=clip,
-                          linear_before_reset=linear_before_reset)
+    got, _ = run_sequence(
+        inputs, request, np.float32, direction="bidirectional", clip=clip, linear_before_reset=linear_before_reset
+    )
     if clip in (0.3, 1.0):  # the clip is active: the answer differs from the unclipped one
         unclipped = fastgru.gru_sequence(**inputs, direction="bidirectional", linear_before_reset=linear_before_reset)
         assert not np.allclose(got[0], unclipped[0], rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize(("batch", "seq_len", "input_size", "hidden_size"), [
-    (1, 1, 1, 1),
-    (2, 7, 1, 3),
-    (3, 5, 2, 17),
-    (17, 3, 5, 8),
-    (4, 9, 6, 1),
-])
+@pytest.mark.parametrize(
+    ("batch", "seq_len", "input_size", "hidden_size"),
+    [
+        (1, 1, 1, 1),
+        (2, 7, 1, 3),
+        (3, 5, 2, 17),
+        (17, 3, 5, 8),
+        (4, 9, 6, 1),
+    ],
+)
 @pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
 def test_gru_sequence_sizes(batch, seq_len, input_size, hidden_size, direction, request):
     seed = 500 + batch * 31 + seq_len * 7 + hidden_size + (direction == "reverse")
-    inputs = sequence_case(seed, batch=batch, seq_len=seq_len, input_size=input_size, hidden_size=hidden_size,
-                           direction=direction, linear_before_reset=batch % 2 == 1)
+    inputs = sequence_case(
+        seed,
+        batch=batch,
+        seq_len=seq_len,
+        input_size=input_size,
+        hidden_size=hidden_size,
+        direction=direction,
+        linear_before_reset=batch % 2 == 1,
+    )
     run_sequence(inputs, request, np.float32, direction=direction, linear_before_reset=batch % 2 == 1)
 
 
@@ -241,20 +275,36 @@ def test_gru_sequence_int64_lengths_and_junk_padding(request):
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_gru_sequence_other_dtypes(direction, linear_before_reset, dtype, request):
     seed = 700 + 2 * DIRECTIONS.index(direction) + linear_before_reset
-    inputs = sequence_case(seed, batch=4, seq_len=5, hidden_size=6, dtype=dtype, direction=direction,
-                           linear_before_reset=linear_before_reset)
+    inputs = sequence_case(
+        seed,
+        batch=4,
+        seq_len=5,
+        hidden_size=6,
+        dtype=dtype,
+        direction=direction,
+        linear_before_reset=linear_before_reset,
+    )
     run_sequence(inputs, request, dtype, direction=direction, linear_before_reset=linear_before_reset)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16], ids=dtype_name)
 def test_gru_sequence_low_precision_clip_relu(dtype, request):
-    inputs = sequence_case(800, batch=3, seq_len=4, hidden_size=3, dtype=dtype, direction="bidirectional",
-                           linear_before_reset=True)
-    run_sequence(inputs, request, dtype, direction="bidirectional", activations=("relu", "tanh"),
-                 clip=0.5, linear_before_reset=True)
+    inputs = sequence_case(
+        800, batch=3, seq_len=4, hidden_size=3, dtype=dtype, direction="bidirectional", linear_before_reset=True
+    )
+    run_sequence(
+        inputs,
+        request,
+        dtype,
+        direction="bidirectional",
+        activations=("relu", "tanh"),
+        clip=0.5,
+        linear_before_reset=True,
+    )
 
 
 # --- AUGRUSequence (ie_internal_opset, through the CPU plugin's extensions) -------------------------
+
 
 def augru_case(seed, batch, seq_len, input_size, hidden_size, dtype=np.float32, a_range=(0.0, 1.0)):
     rng = np.random.default_rng(seed)
@@ -270,14 +320,20 @@ def augru_case(seed, batch, seq_len, input_size, hidden_size, dtype=np.float32, 
     )
 
 
-@pytest.mark.parametrize(("batch", "seq_len", "input_size", "hidden_size", "a_range"), [
-    (3, 5, 4, 6, (0.0, 1.0)),
-    (1, 1, 1, 1, (0.0, 1.0)),
-    (2, 7, 1, 3, (0.0, 1.0)),
-    (4, 6, 5, 17, (0.0, 1.0)),
-    (17, 4, 3, 8, (0.0, 1.0)),  # batch >= 16: where OpenVINO's bf16 path goes wrong (docs/semantics.md, "Where fastgru differs from OpenVINO")
-    (3, 5, 4, 6, (-1.0, 2.0)),  # a outside [0, 1] is used as given, not clamped (docs/semantics.md, "The gates")
-])
+@pytest.mark.parametrize(
+    ("batch", "seq_len", "input_size", "hidden_size", "a_range"),
+    [
+        (3, 5, 4, 6, (0.0, 1.0)),
+        (1, 1, 1, 1, (0.0, 1.0)),
+        (2, 7, 1, 3, (0.0, 1.0)),
+        (4, 6, 5, 17, (0.0, 1.0)),
+        # batch >= 16: where OpenVINO's bf16 path goes wrong (docs/semantics.md, "Where fastgru
+        # differs from OpenVINO")
+        (17, 4, 3, 8, (0.0, 1.0)),
+        # a outside [0, 1] is used as given, not clamped (docs/semantics.md, "The gates")
+        (3, 5, 4, 6, (-1.0, 2.0)),
+    ],
+)
 def test_augru_sequence_float32(batch, seq_len, input_size, hidden_size, a_range, request):
     inputs = augru_case(900 + batch * 13 + hidden_size, batch, seq_len, input_size, hidden_size, a_range=a_range)
     got = fastgru.augru_sequence(**inputs)

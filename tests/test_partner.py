@@ -25,9 +25,12 @@ pytestmark = [
 def _cell(h=256, lbr=False, seed=0):
     rng = np.random.default_rng(seed)
     scale = 1 / np.sqrt(h)
-    op = fastgru.GRUCell(rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32),
-                         rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32),
-                         rng.uniform(-scale, scale, (4 if lbr else 3) * h).astype(np.float32), linear_before_reset=lbr)
+    op = fastgru.GRUCell(
+        rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32),
+        rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32),
+        rng.uniform(-scale, scale, (4 if lbr else 3) * h).astype(np.float32),
+        linear_before_reset=lbr,
+    )
     return op, rng.standard_normal((1, h)).astype(np.float32), rng.standard_normal((1, h)).astype(np.float32)
 
 
@@ -107,11 +110,17 @@ def test_a_sequence_row_with_the_partner_matches_one_thread(monkeypatch):
     """An AUGRU row: its attention scores reach the partner through the mailbox too."""
     rng = np.random.default_rng(3)
     h, i, s = 256, 16, 40
-    op = fastgru.AUGRUSequence(rng.uniform(-.06, .06, (1, 3 * h, i)).astype(np.float32),
-                               rng.uniform(-.06, .06, (1, 3 * h, h)).astype(np.float32),
-                               rng.uniform(-.06, .06, (1, 3 * h)).astype(np.float32))
-    inputs = (rng.standard_normal((1, s, i)).astype(np.float32), rng.standard_normal((1, 1, h)).astype(np.float32),
-              np.array([s - 3]), rng.uniform(0, 1, (1, s, 1)).astype(np.float32))
+    op = fastgru.AUGRUSequence(
+        rng.uniform(-0.06, 0.06, (1, 3 * h, i)).astype(np.float32),
+        rng.uniform(-0.06, 0.06, (1, 3 * h, h)).astype(np.float32),
+        rng.uniform(-0.06, 0.06, (1, 3 * h)).astype(np.float32),
+    )
+    inputs = (
+        rng.standard_normal((1, s, i)).astype(np.float32),
+        rng.standard_normal((1, 1, h)).astype(np.float32),
+        np.array([s - 3]),
+        rng.uniform(0, 1, (1, s, 1)).astype(np.float32),
+    )
     with fastgru.threads(1):
         want = op(*inputs)
     monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)
@@ -127,9 +136,12 @@ def test_a_stream_of_one_row_with_the_partner_equals_one_call(monkeypatch, lengt
     monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)
     rng = np.random.default_rng(4)
     h, i, s = 256, 8, 30
-    op = fastgru.GRUSequence(rng.uniform(-.06, .06, (1, 3 * h, i)).astype(np.float32),
-                             rng.uniform(-.06, .06, (1, 3 * h, h)).astype(np.float32),
-                             rng.uniform(-.06, .06, (1, 4 * h)).astype(np.float32), linear_before_reset=True)
+    op = fastgru.GRUSequence(
+        rng.uniform(-0.06, 0.06, (1, 3 * h, i)).astype(np.float32),
+        rng.uniform(-0.06, 0.06, (1, 3 * h, h)).astype(np.float32),
+        rng.uniform(-0.06, 0.06, (1, 4 * h)).astype(np.float32),
+        linear_before_reset=True,
+    )
     X, h0 = rng.standard_normal((1, s, i)).astype(np.float32), rng.standard_normal((1, 1, h)).astype(np.float32)
     lengths = np.array([length])
     answers = _taken(monkeypatch)
@@ -142,8 +154,13 @@ def test_a_stream_of_one_row_with_the_partner_equals_one_call(monkeypatch, lengt
 
 
 def _python(code, **env):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 _CELL = """
@@ -162,7 +179,9 @@ _CELL = """
 
 def test_parallel_work_puts_the_partner_to_sleep():
     # The partner spins for 100 s here: only a nap puts it to sleep within the test.
-    done = _python(_CELL + """
+    done = _python(
+        _CELL
+        + """
     import time
     from fastgru._kernels import pair
     partner = _partner.PARTNER
@@ -179,18 +198,24 @@ def test_parallel_work_puts_the_partner_to_sleep():
     while not pair.is_asleep(partner.mailbox) and time.monotonic() < end:
         time.sleep(0.001)
     print(spinning, pair.is_asleep(partner.mailbox))
-    """, FASTGRU_SPIN_US="100000000")
+    """,
+        FASTGRU_SPIN_US="100000000",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
 
 
 def test_spin_us_0_turns_the_partner_off():
-    done = _python(_CELL + """
+    done = _python(
+        _CELL
+        + """
     from fastgru import _paths
     got = op(x, h0)
     print(_partner.PARTNER.enabled, _paths.choose(1, 1, 1, 256, op._packed.flops(1, 1)), partners(),
           np.array_equal(got, want))
-    """, FASTGRU_SPIN_US="0")
+    """,
+        FASTGRU_SPIN_US="0",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "serial", "0", "True"]
 
@@ -203,13 +228,17 @@ def test_a_bad_spin_us_says_what_is_wrong():
 
 def test_a_process_with_a_spinning_partner_exits_at_once():
     # The partner spins for 100 s here, so it is spinning when the process exits.
-    done = _python(_CELL + """
+    done = _python(
+        _CELL
+        + """
     import time
     from fastgru._kernels import pair
     for _ in range(50):
         assert np.array_equal(op(x, h0), want)
     print(partners(), pair.is_asleep(_partner.PARTNER.mailbox), time.monotonic())
-    """, FASTGRU_SPIN_US="100000000")
+    """,
+        FASTGRU_SPIN_US="100000000",
+    )
     assert done.returncode == 0, done.stderr
     count, asleep, printed = done.stdout.split()
     assert (count, asleep) == ("1", "False")
@@ -217,7 +246,9 @@ def test_a_process_with_a_spinning_partner_exits_at_once():
 
 
 def test_a_forked_child_makes_its_own_partner():
-    done = _python(_CELL + """
+    done = _python(
+        _CELL
+        + """
     import multiprocessing
     _partner.PARTNER.wake()  # the parent's partner runs
     print(partners())
@@ -236,13 +267,16 @@ def test_a_forked_child_makes_its_own_partner():
     print(*queue.get(timeout=120))
     process.join(60)
     print(process.exitcode)
-    """)
+    """
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0", "True", "1", "0"]
 
 
 def test_stop_stops_the_thread_spinning_or_asleep():
-    done = _python(_CELL + """
+    done = _python(
+        _CELL
+        + """
     partner = _partner.PARTNER
     for _ in range(50):
         op(x, h0)  # a burst: the partner spins
@@ -250,7 +284,8 @@ def test_stop_stops_the_thread_spinning_or_asleep():
     thread = partner._thread
     print(spinning, partner.stop(), thread.is_alive(), partners(), np.array_equal(op(x, h0), want))
     """.replace("partner = _partner.PARTNER", "from fastgru._kernels import pair\n    partner = _partner.PARTNER"),
-                   FASTGRU_SPIN_US="100000000")
+        FASTGRU_SPIN_US="100000000",
+    )
     assert done.returncode == 0, done.stderr
     # Stopped, joined, and later calls run without it (alone).
     assert done.stdout.split() == ["True", "True", "False", "0", "True"]

@@ -261,8 +261,9 @@ def test_a_cell_pool_in_float16_is_the_float32_pool_rounded():
     the float32 pool's on the same (exactly widened) data, rounded once."""
     rng = np.random.default_rng(3)
     W, R, B = _weights(rng, "cell-lbr0", np.float16)
-    pools = [fastgru.StatePool(fastgru.GRUCell(W.astype(t), R.astype(t), B.astype(t)), 4) for t in (np.float16,
-                                                                                                  np.float32)]
+    pools = [
+        fastgru.StatePool(fastgru.GRUCell(W.astype(t), R.astype(t), B.astype(t)), 4) for t in (np.float16, np.float32)
+    ]
     for pool in pools:
         pool.open(), pool.open()
     for _ in range(5):
@@ -286,8 +287,22 @@ def test_empty_steps_change_nothing():
     np.testing.assert_array_equal(pool.state(a), before)
 
 
-@pytest.mark.parametrize("ids_dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.uint64,
-                                       "list", "big-endian", "strided", "read-only"])
+@pytest.mark.parametrize(
+    "ids_dtype",
+    [
+        np.int8,
+        np.uint8,
+        np.int16,
+        np.uint16,
+        np.int32,
+        np.uint32,
+        np.uint64,
+        "list",
+        "big-endian",
+        "strided",
+        "read-only",
+    ],
+)
 def test_ids_of_any_integer_dtype_and_layout(ids_dtype):
     rng = np.random.default_rng(5)
     op = make_op("cell-lbr1", np.float32, rng)
@@ -339,8 +354,11 @@ def test_ids_are_reused_and_the_capacity_is_fixed():
     rng = np.random.default_rng(7)
     pool = fastgru.StatePool(make_op("cell-lbr0", np.float32, rng), 3)
     assert [pool.open() for _ in range(3)] == [0, 1, 2] and len(pool) == 3
-    with pytest.raises(FastGRUError, match=r"GRUCell pool.open: all 3 streams are open \(capacity=3\); close one "
-                                           r"first, or make the pool with a larger capacity"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"GRUCell pool.open: all 3 streams are open \(capacity=3\); close one "
+        r"first, or make the pool with a larger capacity",
+    ):
         pool.open()
     assert len(pool) == 3 and pool._states.shape == (3, 1, H)  # no growth
     pool.close(2)
@@ -384,38 +402,94 @@ def _pools_for_errors():
 X2, X3 = np.zeros((2, I), np.float32), np.zeros((2, 3, I), np.float32)
 A3 = np.zeros((2, 3, 1), np.float32)
 BAD_STEPS = [
-    ("cell", TypeError, r"GRUCell pool.step: ids is float64; expected an integer dtype \(the ids pool.open\(\) "
-     r"returned\), e.g. np.int64", ([0.0, 2.0], X2)),
+    (
+        "cell",
+        TypeError,
+        r"GRUCell pool.step: ids is float64; expected an integer dtype \(the ids pool.open\(\) "
+        r"returned\), e.g. np.int64",
+        ([0.0, 2.0], X2),
+    ),
     ("cell", TypeError, r"GRUCell pool.step: ids is bool; expected an integer dtype", ([True, False], X2)),
-    ("cell", FastGRUError, r"GRUCell pool.step: ids has shape \(1, 2\); expected a 1-D array of stream ids",
-     ([[0, 2]], X2)),
+    (
+        "cell",
+        FastGRUError,
+        r"GRUCell pool.step: ids has shape \(1, 2\); expected a 1-D array of stream ids",
+        ([[0, 2]], X2),
+    ),
     ("cell", FastGRUError, r"GRUCell pool.step: ids\[1\] is 4; expected an id in \[0, capacity=4\)", ([0, 4], X2)),
     ("cell", FastGRUError, r"GRUCell pool.step: ids\[0\] is -1; expected an id in \[0, capacity=4\)", ([-1, 0], X2)),
-    ("cell", FastGRUError, r"GRUCell pool.step: ids\[1\] is 1, which is not open; expected ids of open streams",
-     ([0, 1], X2)),
-    ("cell", FastGRUError, r"GRUCell pool.step: ids\[0\] and ids\[2\] are both 2; expected distinct ids \(a stream "
-     r"advances once per step\)", ([2, 0, 2], np.zeros((3, I), np.float32))),
-    ("cell", FastGRUError, r"GRUCell pool.step: X has batch_size 2 \(X.shape\[0\]\); expected 1, one row per id",
-     ([0], X2)),
-    ("cell", FastGRUError, r"GRUCell: X has shape \(2, 5\); expected \(batch_size=2, input_size=4\)",
-     ([0, 2], np.zeros((2, 5), np.float32))),
+    (
+        "cell",
+        FastGRUError,
+        r"GRUCell pool.step: ids\[1\] is 1, which is not open; expected ids of open streams",
+        ([0, 1], X2),
+    ),
+    (
+        "cell",
+        FastGRUError,
+        r"GRUCell pool.step: ids\[0\] and ids\[2\] are both 2; expected distinct ids \(a stream "
+        r"advances once per step\)",
+        ([2, 0, 2], np.zeros((3, I), np.float32)),
+    ),
+    (
+        "cell",
+        FastGRUError,
+        r"GRUCell pool.step: X has batch_size 2 \(X.shape\[0\]\); expected 1, one row per id",
+        ([0], X2),
+    ),
+    (
+        "cell",
+        FastGRUError,
+        r"GRUCell: X has shape \(2, 5\); expected \(batch_size=2, input_size=4\)",
+        ([0, 2], np.zeros((2, 5), np.float32)),
+    ),
     ("cell", FastGRUError, r"GRUCell: X has rank 3", ([0, 2], X3)),
     ("cell", TypeError, r"GRUCell: X is float64 but the op's W is float32", ([0, 2], X2.astype(np.float64))),
-    ("cell", TypeError, r"GRUCell pool.step: a cell takes no sequence_lengths; each listed stream advances one "
-     r"step: pool.step\(ids, X\)", ([0, 2], X2, [1, 1])),
-    ("seq", FastGRUError, r"GRUSequence: sequence_lengths\[1\] is 4; expected 0 <= sequence_lengths <= "
-     r"seq_length=3", ([0, 2], X3, [3, 4])),
-    ("seq", FastGRUError, r"GRUSequence: sequence_lengths has shape \(3,\); expected \(batch_size=2\); "
-     r"batch_size from X.shape\[0\]",
-     ([0, 2], X3, [3, 3, 3])),
-    ("seq", TypeError, r"GRUSequence: sequence_lengths is float64; expected an integer dtype",
-     ([0, 2], X3, [3.0, 1.0])),
-    ("seq", FastGRUError, r"GRUSequence pool.step: A is given; expected no A: only AUGRUSequence takes A",
-     ([0, 2], X3, None, A3)),
-    ("augru", FastGRUError, r"AUGRUSequence pool.step: A is missing; expected pool.step\(ids, X, sequence_lengths, A\)",
-     ([0, 2], X3)),
-    ("augru", FastGRUError, r"AUGRUSequence: A has shape \(2, 4, 1\); expected \(batch_size=2, seq_length=3, 1\)",
-     ([0, 2], X3, None, np.zeros((2, 4, 1), np.float32))),
+    (
+        "cell",
+        TypeError,
+        r"GRUCell pool.step: a cell takes no sequence_lengths; each listed stream advances one "
+        r"step: pool.step\(ids, X\)",
+        ([0, 2], X2, [1, 1]),
+    ),
+    (
+        "seq",
+        FastGRUError,
+        r"GRUSequence: sequence_lengths\[1\] is 4; expected 0 <= sequence_lengths <= "
+        r"seq_length=3",
+        ([0, 2], X3, [3, 4]),
+    ),
+    (
+        "seq",
+        FastGRUError,
+        r"GRUSequence: sequence_lengths has shape \(3,\); expected \(batch_size=2\); "
+        r"batch_size from X.shape\[0\]",
+        ([0, 2], X3, [3, 3, 3]),
+    ),
+    (
+        "seq",
+        TypeError,
+        r"GRUSequence: sequence_lengths is float64; expected an integer dtype",
+        ([0, 2], X3, [3.0, 1.0]),
+    ),
+    (
+        "seq",
+        FastGRUError,
+        r"GRUSequence pool.step: A is given; expected no A: only AUGRUSequence takes A",
+        ([0, 2], X3, None, A3),
+    ),
+    (
+        "augru",
+        FastGRUError,
+        r"AUGRUSequence pool.step: A is missing; expected pool.step\(ids, X, sequence_lengths, A\)",
+        ([0, 2], X3),
+    ),
+    (
+        "augru",
+        FastGRUError,
+        r"AUGRUSequence: A has shape \(2, 4, 1\); expected \(batch_size=2, seq_length=3, 1\)",
+        ([0, 2], X3, None, np.zeros((2, 4, 1), np.float32)),
+    ),
 ]
 VALID_STEPS = {"cell": ([2, 0], X2), "seq": ([2, 0], X3), "augru": ([2, 0], X3, None, A3)}
 BAD_OUTS = [
@@ -485,21 +559,33 @@ def test_bad_ids_of_the_stream_methods():
     pool = _pools_for_errors()["seq"]
     states = pool._states.copy()
     for method in ("close", "reset", "state"):
-        with pytest.raises(FastGRUError, match=rf"GRUSequence pool.{method}: stream 1 is not open; expected the id "
-                                               r"of an open stream \(pool.open\(\) returns one\)"):
+        with pytest.raises(
+            FastGRUError,
+            match=rf"GRUSequence pool.{method}: stream 1 is not open; expected the id "
+            r"of an open stream \(pool.open\(\) returns one\)",
+        ):
             getattr(pool, method)(1)
-        with pytest.raises(FastGRUError, match=rf"GRUSequence pool.{method}: id 4 is out of range; expected an id "
-                                               r"in \[0, capacity=4\)"):
+        with pytest.raises(
+            FastGRUError,
+            match=rf"GRUSequence pool.{method}: id 4 is out of range; expected an id "
+            r"in \[0, capacity=4\)",
+        ):
             getattr(pool, method)(4)
         with pytest.raises(TypeError, match=rf"GRUSequence pool.{method}: id is 0.0 \(float\); expected an int"):
             getattr(pool, method)(0.0)
         with pytest.raises(TypeError, match=rf"GRUSequence pool.{method}: id is True \(bool\)"):
             getattr(pool, method)(True)
-    with pytest.raises(FastGRUError, match=r"GRUSequence pool.open: initial_state has shape \(9,\); expected \(1, 9\), "
-                                           r"one stream's state \(hidden_size=9\)"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"GRUSequence pool.open: initial_state has shape \(9,\); expected \(1, 9\), "
+        r"one stream's state \(hidden_size=9\)",
+    ):
         pool.open(np.zeros(H, np.float32))
-    with pytest.raises(TypeError, match=r"GRUSequence pool.reset: initial_state is float64 but the op's W is "
-                                        r"float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"GRUSequence pool.reset: initial_state is float64 but the op's W is "
+        r"float32",
+    ):
         pool.reset(0, np.zeros((1, H)))
     np.testing.assert_array_equal(pool._states, states)
     assert len(pool) == 2
@@ -510,14 +596,20 @@ def test_bad_ids_of_the_stream_methods():
 def test_pool_construction_errors():
     rng = np.random.default_rng(10)
     W, R, B = _weights(rng, "gru-lbr0", np.float32)
-    with pytest.raises(TypeError, match=r"StatePool: op is function; expected a prepared fastgru.GRUCell, "
-                                        r"GRUSequence or AUGRUSequence"):
+    with pytest.raises(
+        TypeError,
+        match=r"StatePool: op is function; expected a prepared fastgru.GRUCell, "
+        r"GRUSequence or AUGRUSequence",
+    ):
         fastgru.StatePool(fastgru.gru_cell, 4)
     for direction in ("reverse", "bidirectional"):
         d = 2 if direction == "bidirectional" else 1
         op = fastgru.GRUSequence(np.repeat(W, d, 0), np.repeat(R, d, 0), np.repeat(B, d, 0), direction=direction)
-        with pytest.raises(FastGRUError, match=rf"StatePool: the GRUSequence's direction is '{direction}'; a pool "
-                                               r"runs forward streams only"):
+        with pytest.raises(
+            FastGRUError,
+            match=rf"StatePool: the GRUSequence's direction is '{direction}'; a pool "
+            r"runs forward streams only",
+        ):
             fastgru.StatePool(op, 4)
     op = fastgru.GRUSequence(W, R, B)
     for capacity in (0, -3, 2.0, True, None):
@@ -561,10 +653,17 @@ def _numpy_data_allocations(run):
     return seen, peak
 
 
-@pytest.mark.parametrize("kind, dtype, ids_dtype, n", [
-    ("cell-lbr0", np.float32, np.int64, 1024), ("cell-lbr0", np.float32, np.int64, 8),
-    ("cell-lbr1", np.float16, np.int32, 1024), ("gru-lbr0", np.float32, np.int32, 1024),
-    ("augru3d", np.float64, np.uint16, 1024), ("gru-lbr1", "bfloat16", np.int64, 1024)])
+@pytest.mark.parametrize(
+    "kind, dtype, ids_dtype, n",
+    [
+        ("cell-lbr0", np.float32, np.int64, 1024),
+        ("cell-lbr0", np.float32, np.int64, 8),
+        ("cell-lbr1", np.float16, np.int32, 1024),
+        ("gru-lbr0", np.float32, np.int32, 1024),
+        ("augru3d", np.float64, np.uint16, 1024),
+        ("gru-lbr1", "bfloat16", np.int64, 1024),
+    ],
+)
 def test_a_step_with_out_allocates_nothing(kind, dtype, ids_dtype, n):
     """1024 streams, so that any buffer of the ids, lengths or results (8 KiB and more) would stand
     out of the peak (about 2 KiB of Python objects: views, integers); and a step of a few ids,
@@ -654,12 +753,18 @@ def test_ids_held_by_a_running_step_are_refused(monkeypatch):
     thread.start()
     try:
         assert entered.wait(60)
-        with pytest.raises(FastGRUError, match=r"GRUCell pool.step: ids\[1\] is 1, which a step on another thread is "
-                                               r"advancing; steps that run at once must have disjoint ids"):
+        with pytest.raises(
+            FastGRUError,
+            match=r"GRUCell pool.step: ids\[1\] is 1, which a step on another thread is "
+            r"advancing; steps that run at once must have disjoint ids",
+        ):
             pool.step([0, 1], x)
         for method in ("close", "reset", "state"):
-            with pytest.raises(FastGRUError, match=rf"GRUCell pool.{method}: stream 3 is being advanced by a step on "
-                                                   r"another thread; wait for that step to return"):
+            with pytest.raises(
+                FastGRUError,
+                match=rf"GRUCell pool.{method}: stream 3 is being advanced by a step on "
+                r"another thread; wait for that step to return",
+            ):
                 getattr(pool, method)(3)
         pool.step([2, 0], x)  # disjoint ids run meanwhile
         assert list(pool._marks) == [IDLE, HELD, IDLE, HELD]

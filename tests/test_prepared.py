@@ -47,11 +47,13 @@ def test_cell_steps_in_place_equal_a_sequence(with_bias):
     h_start = h.copy()
     for t in range(S):
         assert cell(X[:, t], h, out=h) is h
-    Y, Ho = fastgru.gru_sequence(X, h_start[:, None], np.full(N, S), W[None], R[None],
-                                 (B if with_bias else np.zeros(3 * H, np.float32))[None])
+    Y, Ho = fastgru.gru_sequence(
+        X, h_start[:, None], np.full(N, S), W[None], R[None], (B if with_bias else np.zeros(3 * H, np.float32))[None]
+    )
     np.testing.assert_array_equal(h, Ho[:, 0])
-    np.testing.assert_array_equal(cell(X[:, 0], h_start), fastgru.gru_cell(X[:, 0], h_start, W, R, B if with_bias
-                                                                            else None))
+    np.testing.assert_array_equal(
+        cell(X[:, 0], h_start), fastgru.gru_cell(X[:, 0], h_start, W, R, B if with_bias else None)
+    )
 
 
 @pytest.mark.parametrize("layout", ["documented", "openvino"])
@@ -93,8 +95,11 @@ def test_attributes_and_weights_are_checked_when_preparing():
         fastgru.GRUSequence(W, R, B, linear_before_reset=True)
     with pytest.raises(FastGRUError, match=r"^GRUCell: W has rank 3"):
         fastgru.GRUCell(W, R)
-    with pytest.raises(FastGRUError, match=r"^AUGRUSequence: W has rank 1 .*expected rank 2 \(3\*hidden_size, "
-                                           r"input_size\) or, in OpenVINO's layout, rank 3"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"^AUGRUSequence: W has rank 1 .*expected rank 2 \(3\*hidden_size, "
+        r"input_size\) or, in OpenVINO's layout, rank 3",
+    ):
         fastgru.AUGRUSequence(W[0, 0], R, B)
 
 
@@ -103,16 +108,25 @@ def test_per_call_errors_blame_the_per_call_input():
     W, R, B = _weights(rng, (1, 3 * H, I), (1, 3 * H, H), (1, 3 * H))
     op = fastgru.GRUSequence(W, R, B)
     X, h0 = np.zeros((N, S, I), np.float32), np.zeros((N, 1, H), np.float32)
-    with pytest.raises(FastGRUError, match=r"^GRUSequence: X has shape \(5, 6, 4\); expected \(batch_size=5, "
-                                           r"seq_length=6, input_size=7\); input_size from the op's W"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"^GRUSequence: X has shape \(5, 6, 4\); expected \(batch_size=5, "
+        r"seq_length=6, input_size=7\); input_size from the op's W",
+    ):
         op(np.zeros((N, S, 4), np.float32), h0, [S] * N)
-    with pytest.raises(FastGRUError, match=r"initial_hidden_state has shape \(5, 1, 8\).*hidden_size=9\); .*"
-                                           r"hidden_size from the op's R"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"initial_hidden_state has shape \(5, 1, 8\).*hidden_size=9\); .*"
+        r"hidden_size from the op's R",
+    ):
         op(X, np.zeros((N, 1, 8), np.float32), [S] * N)
     with pytest.raises(TypeError, match=r"^GRUSequence: X is float64 but the op's W is float32"):
         op(X.astype(np.float64), h0, [S] * N)
-    with pytest.raises(FastGRUError, match=r"sequence_lengths\[1\] is 7; expected 0 <= sequence_lengths <= "
-                                           r"seq_length=6"):
+    with pytest.raises(
+        FastGRUError,
+        match=r"sequence_lengths\[1\] is 7; expected 0 <= sequence_lengths <= "
+        r"seq_length=6",
+    ):
         op(X, h0, [S, 7, 0, 0, 0])
     with pytest.raises(TypeError, match=r"sequence_lengths is float64"):
         op(X, h0, np.full(N, 2.0))
@@ -141,6 +155,7 @@ def test_repr_names_the_op():
     rng = np.random.default_rng(8)
     W, R, B = _weights(rng, (2, 3 * H, I), (2, 3 * H, H), (2, 3 * H))
     op = fastgru.GRUSequence(W, R, B, direction="bidirectional")
-    assert repr(op) == ("GRUSequence(hidden_size=9, input_size=7, direction='bidirectional', "
-                        "linear_before_reset=False, dtype=float32)")
+    assert repr(op) == (
+        "GRUSequence(hidden_size=9, input_size=7, direction='bidirectional', linear_before_reset=False, dtype=float32)"
+    )
     assert (op.hidden_size, op.input_size, op.dtype) == (H, I, np.float32)

@@ -18,14 +18,16 @@ from fastgru import _paths, _tuning
 
 SEEDS = st.integers(0, 2**32 - 1)
 ACTIVATIONS = st.tuples(*[st.sampled_from(["relu", "sigmoid", "tanh"])] * 2)
-SHAPES = st.fixed_dictionaries({
-    "batch": st.integers(1, 6),
-    "seq_len": st.integers(1, 7),
-    "input_size": st.integers(1, 5),
-    "hidden_size": st.integers(1, 20),
-    "linear_before_reset": st.booleans(),
-    "dtype": st.sampled_from([np.dtype(np.float32), np.dtype(np.float64)]),
-})
+SHAPES = st.fixed_dictionaries(
+    {
+        "batch": st.integers(1, 6),
+        "seq_len": st.integers(1, 7),
+        "input_size": st.integers(1, 5),
+        "hidden_size": st.integers(1, 20),
+        "linear_before_reset": st.booleans(),
+        "dtype": st.sampled_from([np.dtype(np.float32), np.dtype(np.float64)]),
+    }
+)
 
 
 def assert_same_computation(got, want):
@@ -49,14 +51,20 @@ def test_a_prefix_runs_like_the_start_of_a_longer_run(shapes, seed, k, activatio
 
 
 @settings(max_examples=30, deadline=None)
-@given(shapes=SHAPES, seed=SEEDS, direction=st.sampled_from(["forward", "reverse", "bidirectional"]),
-       activations=ACTIVATIONS)
+@given(
+    shapes=SHAPES,
+    seed=SEEDS,
+    direction=st.sampled_from(["forward", "reverse", "bidirectional"]),
+    activations=ACTIVATIONS,
+)
 def test_permuting_the_batch_permutes_the_outputs(shapes, seed, direction, activations):
     rng = np.random.default_rng(seed)
     case = make_case(rng, direction=direction, activations=activations, **shapes)
     order = rng.permutation(shapes["batch"])
-    permuted = {name: (value[order] if name in ("X", "initial_hidden_state", "sequence_lengths") else value)
-                for name, value in case.inputs.items()}
+    permuted = {
+        name: (value[order] if name in ("X", "initial_hidden_state", "sequence_lengths") else value)
+        for name, value in case.inputs.items()
+    }
     Y, Ho = fastgru.gru_sequence(**case.inputs, **case.attrs)
     Yp, Hop = fastgru.gru_sequence(**permuted, **case.attrs)
     assert_same_computation((Yp, Hop), (Y[order], Ho[order]))
@@ -71,8 +79,11 @@ def test_augru_with_zero_attention_is_gru(shapes, seed, layout):
     Y, Ho = fastgru.augru_sequence(**case.inputs)
     gru = {name: value for name, value in case.inputs.items() if name != "A"}
     if layout == "documented":  # GRUSequence's ranks, num_directions = 1
-        gru = {**gru, "initial_hidden_state": gru["initial_hidden_state"][:, None],
-               **{name: gru[name][None] for name in ("W", "R", "B")}}
+        gru = {
+            **gru,
+            "initial_hidden_state": gru["initial_hidden_state"][:, None],
+            **{name: gru[name][None] for name in ("W", "R", "B")},
+        }
         Y, Ho = Y[:, None], Ho[:, None]
     Yg, Hog = fastgru.gru_sequence(**gru, direction="forward", activations=("sigmoid", "tanh"))
     assert_same_computation((Y, Ho), (Yg, Hog))
@@ -81,35 +92,50 @@ def test_augru_with_zero_attention_is_gru(shapes, seed, layout):
 @settings(max_examples=30, deadline=None)
 @given(shapes=SHAPES, seed=SEEDS, activations=ACTIVATIONS, clip=st.sampled_from([0.0, 0.5, 3.0]))
 def test_bidirectional_is_forward_and_reverse_stacked(shapes, seed, activations, clip):
-    case = make_case(np.random.default_rng(seed), direction="bidirectional", activations=activations, clip=clip,
-                     **shapes)
+    case = make_case(
+        np.random.default_rng(seed), direction="bidirectional", activations=activations, clip=clip, **shapes
+    )
     Y, Ho = fastgru.gru_sequence(**case.inputs, **case.attrs)
     for d, direction in enumerate(["forward", "reverse"]):
-        one = {**case.inputs, "initial_hidden_state": case.inputs["initial_hidden_state"][:, d:d + 1],
-               **{name: case.inputs[name][d:d + 1] for name in ("W", "R", "B")}}
+        one = {
+            **case.inputs,
+            "initial_hidden_state": case.inputs["initial_hidden_state"][:, d : d + 1],
+            **{name: case.inputs[name][d : d + 1] for name in ("W", "R", "B")},
+        }
         Yd, Hod = fastgru.gru_sequence(**one, **{**case.attrs, "direction": direction})
-        assert_same_computation((Yd, Hod), (Y[:, d:d + 1], Ho[:, d:d + 1]))
+        assert_same_computation((Yd, Hod), (Y[:, d : d + 1], Ho[:, d : d + 1]))
 
 
 #: Shapes that two threads share (with _tuning.SERIAL_BELOW_FLOPS at 0 in the test); the @example
 #: below takes a path that splits a single row (the partner thread's, PAIR_WAKE_FLOPS at 0 too,
 #: else Numba's).
-PARALLEL_SHAPES = st.fixed_dictionaries({
-    "batch": st.integers(4, 10),
-    "seq_len": st.integers(8, 12),
-    "input_size": st.integers(1, 8),
-    "hidden_size": st.integers(32, 72),
-    "linear_before_reset": st.booleans(),
-    "dtype": st.sampled_from([np.dtype(np.float32), np.dtype(np.float64)]),
-})
+PARALLEL_SHAPES = st.fixed_dictionaries(
+    {
+        "batch": st.integers(4, 10),
+        "seq_len": st.integers(8, 12),
+        "input_size": st.integers(1, 8),
+        "hidden_size": st.integers(32, 72),
+        "linear_before_reset": st.booleans(),
+        "dtype": st.sampled_from([np.dtype(np.float32), np.dtype(np.float64)]),
+    }
+)
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
 @settings(max_examples=15, deadline=None)
 @given(shapes=PARALLEL_SHAPES, seed=SEEDS, op=st.sampled_from(["forward", "reverse", "bidirectional", "augru"]))
-@example(shapes={"batch": 1, "seq_len": _tuning.SPLIT_FROM_STEPS, "input_size": 3,
-                 "hidden_size": _tuning.SPLIT_FROM_HIDDEN, "linear_before_reset": False,
-                 "dtype": np.dtype(np.float32)}, seed=1, op="forward")
+@example(
+    shapes={
+        "batch": 1,
+        "seq_len": _tuning.SPLIT_FROM_STEPS,
+        "input_size": 3,
+        "hidden_size": _tuning.SPLIT_FROM_HIDDEN,
+        "linear_before_reset": False,
+        "dtype": np.dtype(np.float32),
+    },
+    seed=1,
+    op="forward",
+)
 def test_the_same_bits_for_one_and_two_threads(shapes, seed, op):
     rng = np.random.default_rng(seed)
     if op == "augru":
@@ -121,8 +147,11 @@ def test_the_same_bits_for_one_and_two_threads(shapes, seed, op):
     ran = []
     kernels = {name: getattr(_paths, name) for name in KERNELS}
     wrapped = {name: (lambda *args, _k=k, _n=name: ran.append(_n) or _k(*args)) for name, k in kernels.items()}
-    with mock.patch.object(_tuning, "SERIAL_BELOW_FLOPS", 0), mock.patch.object(_tuning, "PAIR_WAKE_FLOPS", 0), \
-            mock.patch.multiple(_paths, **wrapped):
+    with (
+        mock.patch.object(_tuning, "SERIAL_BELOW_FLOPS", 0),
+        mock.patch.object(_tuning, "PAIR_WAKE_FLOPS", 0),
+        mock.patch.multiple(_paths, **wrapped),
+    ):
         with fastgru.threads(1):
             one = run(**case.inputs, **case.attrs)
         with fastgru.threads(2):

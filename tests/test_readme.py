@@ -92,8 +92,12 @@ def test_the_blocks_are_found_with_their_packages():
         by_heading.setdefault(block.heading, []).append(block)
     assert [b.optional for b in by_heading["Load a model"]] == [[], ["onnx", "onnxruntime"], ["openvino"]]
     assert [b.optional for b in by_heading["PyTorch models"]] == [["torch"]]
-    assert all(not b.optional for heading, blocks in by_heading.items()
-               if heading not in ("Load a model", "PyTorch models") for b in blocks)
+    assert all(
+        not b.optional
+        for heading, blocks in by_heading.items()
+        if heading not in ("Load a model", "PyTorch models")
+        for b in blocks
+    )
     assert len(BLOCKS) >= 8
     for block in BLOCKS:  # the line numbers point at the code
         assert README.splitlines()[block.line - 1] == block.code.splitlines()[0]

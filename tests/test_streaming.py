@@ -101,8 +101,9 @@ def test_stream_errors():
     op = fastgru.GRUSequence(W, R, B)
     with pytest.raises(FastGRUError, match=r"GRUSequence.stream: direction is 'reverse'; only 'forward'"):
         fastgru.GRUSequence(W, R, B, direction="reverse").stream(h0)
-    with pytest.raises(FastGRUError,
-                       match=r"GRUSequence: sequence_lengths\[2\] is -1; expected 0 <= sequence_lengths$"):
+    with pytest.raises(
+        FastGRUError, match=r"GRUSequence: sequence_lengths\[2\] is -1; expected 0 <= sequence_lengths$"
+    ):
         op.stream(h0, [1, 2, -1, 0, 0, 0])
     with pytest.raises(FastGRUError, match=r"GRUSequence: initial_hidden_state has shape \(6, 1, 5\); expected"):
         op.stream(np.zeros((N, 1, 5), np.float32))

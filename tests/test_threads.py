@@ -12,10 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 import pytest
-
-import fastgru
 from conftest import expected_kernel, reach
 
+import fastgru
 from fastgru import FastGRUError, _partner, _threading
 
 
@@ -25,8 +24,11 @@ def _op(rng, n=6, s=20, i=8, h=64, direction="forward"):
     W = rng.uniform(-scale, scale, (d, 3 * h, i)).astype(np.float32)
     R = rng.uniform(-scale, scale, (d, 3 * h, h)).astype(np.float32)
     B = rng.uniform(-scale, scale, (d, 3 * h)).astype(np.float32)
-    inputs = (rng.standard_normal((n, s, i)).astype(np.float32), rng.standard_normal((n, d, h)).astype(np.float32),
-              rng.integers(0, s + 1, n))
+    inputs = (
+        rng.standard_normal((n, s, i)).astype(np.float32),
+        rng.standard_normal((n, d, h)).astype(np.float32),
+        rng.integers(0, s + 1, n),
+    )
     return fastgru.GRUSequence(W, R, B, direction=direction), inputs
 
 
@@ -49,8 +51,11 @@ def test_thread_count_is_per_calling_thread_and_restored():
 
 @pytest.mark.parametrize("n", [0, -1, 10**6, 1.5, True, "2"])
 def test_bad_thread_counts(n):
-    with pytest.raises(FastGRUError, match=rf"set_num_threads: n is {n!r}; expected an integer from 1 to "
-                                           rf"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}"):
+    with pytest.raises(
+        FastGRUError,
+        match=rf"set_num_threads: n is {n!r}; expected an integer from 1 to "
+        rf"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}",
+    ):
         fastgru.set_num_threads(n)
     with pytest.raises(FastGRUError):
         with fastgru.threads(n):
@@ -58,10 +63,16 @@ def test_bad_thread_counts(n):
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
-@pytest.mark.parametrize(("shape", "path"), [(dict(n=6), "parallel"), (dict(n=1, h=256), "pair"),
-                                             (dict(n=1, h=256), "split"),
-                                             (dict(n=3, direction="bidirectional"), "parallel")],
-                         ids=["rows", "one-row-with-the-partner", "one-row-split", "bidirectional"])
+@pytest.mark.parametrize(
+    ("shape", "path"),
+    [
+        (dict(n=6), "parallel"),
+        (dict(n=1, h=256), "pair"),
+        (dict(n=1, h=256), "split"),
+        (dict(n=3, direction="bidirectional"), "parallel"),
+    ],
+    ids=["rows", "one-row-with-the-partner", "one-row-split", "bidirectional"],
+)
 def test_same_bits_for_any_thread_count(shape, path, monkeypatch, kernels_run):
     if path == "pair" and not _partner.PARTNER.enabled:
         pytest.skip("no partner thread here")

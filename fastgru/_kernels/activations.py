@@ -39,7 +39,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload, register_jitable
 
-from .._codes import RELU, SIGMOID, TANH
+from .._codes import SIGMOID, TANH
 from .._config import JIT_OPTIONS, kernel
 from .memory import load, store
 

@@ -25,8 +25,9 @@ def atomic_add(typingctx, array, index, value):
 
     def codegen(context, builder, signature, args):
         ptr = element_pointer(context, builder, signature.args[0], args[0], args[1])
-        return builder.atomic_rmw("add", ptr, builder.sext(args[2], ir.IntType(64))
-                                  if args[2].type.width < 64 else args[2], "seq_cst")
+        return builder.atomic_rmw(
+            "add", ptr, builder.sext(args[2], ir.IntType(64)) if args[2].type.width < 64 else args[2], "seq_cst"
+        )
 
     return types.int64(array, index, value), codegen
 

@@ -43,8 +43,10 @@ PANEL_VECTORS = GEOMETRY.panel_vectors
 VECTOR_BYTES = GEOMETRY.vector_bytes
 
 #: The call descriptor's fields, in order.
-CALL_FIELDS = ("n_rows seq_length n_inputs n_hidden n_dirs reverse lbr f_code g_code keep hoist "
-               "x_row x_step y_row y_dir y_step s_row s_dir").split()
+CALL_FIELDS = (
+    "n_rows seq_length n_inputs n_hidden n_dirs reverse lbr f_code g_code keep hoist "
+    "x_row x_step y_row y_dir y_step s_row s_dir"
+).split()
 Call = namedtuple("Call", CALL_FIELDS)
 #: Where each field sits in the descriptor array (CALL["hoist"] is the index of hoist).
 CALL = {name: i for i, name in enumerate(CALL_FIELDS)}
@@ -72,8 +74,26 @@ SplitIndex = namedtuple("SplitIndex", "claims done present offsets end")
 @kernel()
 def read_call(call):
     """The descriptor array as a Call."""
-    return Call(call[0], call[1], call[2], call[3], call[4], call[5], call[6], call[7], call[8], call[9], call[10],
-                call[11], call[12], call[13], call[14], call[15], call[16], call[17])
+    return Call(
+        call[0],
+        call[1],
+        call[2],
+        call[3],
+        call[4],
+        call[5],
+        call[6],
+        call[7],
+        call[8],
+        call[9],
+        call[10],
+        call[11],
+        call[12],
+        call[13],
+        call[14],
+        call[15],
+        call[16],
+        call[17],
+    )
 
 
 @kernel()

@@ -72,6 +72,7 @@ if config.BOUNDSCHECK and not config.DISABLE_JIT:  # NUMBA_BOUNDSCHECK=1: checke
             raise IndexError("store: index out of bounds")
         flat[index] = value
 
+
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): plain indexing
 
     def load(array, index):  # noqa: F811

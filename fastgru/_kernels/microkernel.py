@@ -57,8 +57,7 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
             return ir.Constant(i64, value)
 
         c_arr, c_off_, ldc_, a_arr, a_off_, b_arr, b_off_, b_stride_, k_len_ = args[:9]
-        c_off_, ldc_, a_off_, b_off_, b_stride_, k_len_ = map(as_i64, (c_off_, ldc_, a_off_, b_off_, b_stride_,
-                                                                       k_len_))
+        c_off_, ldc_, a_off_, b_off_, b_stride_, k_len_ = map(as_i64, (c_off_, ldc_, a_off_, b_off_, b_stride_, k_len_))
         c_ptr = context.make_array(signature.args[0])(context, builder, c_arr).data
         a_ptr = context.make_array(signature.args[3])(context, builder, a_arr).data
         b_ptr = context.make_array(signature.args[5])(context, builder, b_arr).data
@@ -73,8 +72,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
             for slot, col in zip(slots[r], cols):
                 builder.store(builder.load(vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align), slot)
 
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec, vec, vec]),
-                                             f"llvm.fma.v{width}f{dtype.bitwidth}")
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{width}f{dtype.bitwidth}"
+        )
         undef = ir.Constant(vec, ir.Undefined)
         splat = ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width)
         zero32 = ir.Constant(ir.IntType(32), 0)
@@ -85,8 +85,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
             bs = []
             for q in range(NP):
                 panel = builder.add(row, builder.mul(b_stride_, const(q)))
-                bs.extend(builder.load(vector_at(b_ptr, builder.add(panel, const(v * width))), align=align)
-                          for v in range(NV))
+                bs.extend(
+                    builder.load(vector_at(b_ptr, builder.add(panel, const(v * width))), align=align) for v in range(NV)
+                )
             a_row = builder.add(a_off_, builder.mul(k, const(MR)))
             for r in range(MR):
                 a_val = builder.load(builder.gep(a_ptr, [builder.add(a_row, const(r))]))
@@ -107,10 +108,10 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
     def tile_fma(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):  # noqa: F811
         # The same sums in the same order for every element, k = 0, 1, ... (without fusing).
         nr = nv * lanes(c.dtype)
-        packed_a = a[a_off: a_off + k_len * mr].reshape(k_len, mr)
+        packed_a = a[a_off : a_off + k_len * mr].reshape(k_len, mr)
         for q in range(np_):
-            panel = b[b_off + q * b_stride: b_off + q * b_stride + k_len * nr].reshape(k_len, nr)
+            panel = b[b_off + q * b_stride : b_off + q * b_stride + k_len * nr].reshape(k_len, nr)
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
                 for k in range(k_len):
-                    c[start: start + nr] += packed_a[k, r] * panel[k]
+                    c[start : start + nr] += packed_a[k, r] * panel[k]

@@ -47,7 +47,12 @@ def _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, 
     job[_LENGTHS], job[_LENGTHS + 1] = address_of(lengths), lengths.size
     job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
     job[_ATT], job[_ATT + 1], job[_Y], job[_Y + 1] = address_of(att), att.size, address_of(y), y.size
-    job[_HO], job[_HO + 1], job[_WEIGHTS], job[_WEIGHTS + 1] = address_of(ho), ho.size, address_of(weights), weights.size
+    job[_HO], job[_HO + 1], job[_WEIGHTS], job[_WEIGHTS + 1] = (
+        address_of(ho),
+        ho.size,
+        address_of(weights),
+        weights.size,
+    )
     job[_CALL], job[_CALL + 1], job[_WORK], job[_WORK + 1] = address_of(call), call.size, address_of(work), work.size
     job[_IWORK], job[_IWORK + 1] = address_of(iwork), iwork.size
     mailbox.view(np.float64)[_CLIP] = clip
@@ -80,16 +85,21 @@ def _serve_job(mailbox, like):
     ints = mailbox
     y = carray(pointer_to(mailbox[_Y], like), (1, 1, 1, mailbox[_Y + 1]))
     clip_at = y.dtype.type(mailbox.view(np.float64)[_CLIP])
-    split_part(carray(pointer_to(mailbox[_X], like), (1, 1, mailbox[_X + 1])),
-               carray(pointer_to(mailbox[_H0], like), (1, 1, mailbox[_H0 + 1])),
-               carray(pointer_to(mailbox[_LENGTHS], ints), (mailbox[_LENGTHS + 1],)),
-               carray(pointer_to(mailbox[_STATE_ROWS], ints), (mailbox[_STATE_ROWS + 1],)),
-               carray(pointer_to(mailbox[_ATT], like), (1, mailbox[_ATT + 1])), y,
-               carray(pointer_to(mailbox[_HO], like), (1, 1, mailbox[_HO + 1])),
-               carray(pointer_to(mailbox[_WEIGHTS], like), (mailbox[_WEIGHTS + 1],)),
-               carray(pointer_to(mailbox[_CALL], ints), (mailbox[_CALL + 1],)), clip_at,
-               carray(pointer_to(mailbox[_WORK], like), (mailbox[_WORK + 1],)),
-               carray(pointer_to(mailbox[_IWORK], ints), (mailbox[_IWORK + 1],)), 1)
+    split_part(
+        carray(pointer_to(mailbox[_X], like), (1, 1, mailbox[_X + 1])),
+        carray(pointer_to(mailbox[_H0], like), (1, 1, mailbox[_H0 + 1])),
+        carray(pointer_to(mailbox[_LENGTHS], ints), (mailbox[_LENGTHS + 1],)),
+        carray(pointer_to(mailbox[_STATE_ROWS], ints), (mailbox[_STATE_ROWS + 1],)),
+        carray(pointer_to(mailbox[_ATT], like), (1, mailbox[_ATT + 1])),
+        y,
+        carray(pointer_to(mailbox[_HO], like), (1, 1, mailbox[_HO + 1])),
+        carray(pointer_to(mailbox[_WEIGHTS], like), (mailbox[_WEIGHTS + 1],)),
+        carray(pointer_to(mailbox[_CALL], ints), (mailbox[_CALL + 1],)),
+        clip_at,
+        carray(pointer_to(mailbox[_WORK], like), (mailbox[_WORK + 1],)),
+        carray(pointer_to(mailbox[_IWORK], ints), (mailbox[_IWORK + 1],)),
+        1,
+    )
 
 
 @kernel()

@@ -29,8 +29,9 @@ def _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, 
     """C[:rows, (q - p0)*NR ...] += Aᵀ · panel q for the panels q = p, p + 1, ... in tiles of ``group``
     panels while a whole group fits before p1; returns the first panel left."""
     while p + group <= p1:
-        tile_fma(c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, rows, group,
-                 PANEL_VECTORS)
+        tile_fma(
+            c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, rows, group, PANEL_VECTORS
+        )
         p += group
     return p
 
@@ -84,8 +85,9 @@ def product_rows(c, c0, ldc, a, a0, k_len, n, panels, base, p0, p1, nr):
         i0 = 0
         while i0 < n:
             rows = tile_rows(n - i0)
-            product(c, c0 + i0 * ldc + (p - p0) * nr, ldc, a, a0 + i0 * k_len, rows, panels, base, p, p + group,
-                    k_len, nr)
+            product(
+                c, c0 + i0 * ldc + (p - p0) * nr, ldc, a, a0 + i0 * k_len, rows, panels, base, p, p + group, k_len, nr
+            )
             i0 += rows
         p += group
 

@@ -77,8 +77,25 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
             for r in range(n):
                 b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
                 store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
-            project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc, ldc,
-                    w, o.a, 0, p.n, nr)
+            project(
+                X,
+                iwork,
+                io.offsets,
+                n,
+                n_inputs,
+                weights,
+                w_base,
+                bias_at,
+                n_hidden,
+                w,
+                o.xg + r0 * ldc,
+                ldc,
+                w,
+                o.a,
+                0,
+                p.n,
+                nr,
+            )
 
     running = n_rows
     for s in range(seq_length):
@@ -95,11 +112,37 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 for i in range(n):
                     b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
                     store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
-                project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w, o.a,
-                        0, p.n, nr)
+                project(
+                    X,
+                    iwork,
+                    io.offsets,
+                    n,
+                    n_inputs,
+                    weights,
+                    w_base,
+                    bias_at,
+                    n_hidden,
+                    w,
+                    o.xg,
+                    ldc,
+                    w,
+                    o.a,
+                    0,
+                    p.n,
+                    nr,
+                )
             for i in range(n):
-                begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc), weights, rbh_at,
-                            lbr, n_hidden, 0, ldc)
+                begin_gates(
+                    w,
+                    o.c + i * ldc,
+                    _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
+                    weights,
+                    rbh_at,
+                    lbr,
+                    n_hidden,
+                    0,
+                    ldc,
+                )
                 store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
             pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
             product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
@@ -122,13 +165,27 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
                 so = o.state + (g0 + i) * n_hidden
                 score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
-                update_state(w, co, hg, so, so, score, has_att, y, b * c.y_row + d * c.y_dir + t * c.y_step, 0, n_hidden)
+                update_state(
+                    w, co, hg, so, so, score, has_att, y, b * c.y_row + d * c.y_dir + t * c.y_step, 0, n_hidden
+                )
 
     for i in range(n_rows):
         b = load(iwork, io.order + i)
         length = lengths[b]
-        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir, c.y_step, length,
-                   seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)
+        finish_row(
+            w,
+            o.state + i * n_hidden,
+            length == 0 and not c.keep,
+            y,
+            b * c.y_row + d * c.y_dir,
+            c.y_step,
+            length,
+            seq_length,
+            ho,
+            state_at(c, state_rows, b, d),
+            0,
+            n_hidden,
+        )
 
 
 @kernel()
@@ -161,6 +218,20 @@ def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, wo
     per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
     for task in prange(n_tasks):
         d, blk = task // n_blocks, task % n_blocks
-        run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, blk * n_rows // n_blocks,
-                 (blk + 1) * n_rows // n_blocks, work[task * per_task : (task + 1) * per_task],
-                 iwork[task * per_task_i : (task + 1) * per_task_i])
+        run_rows(
+            X,
+            h0,
+            lengths,
+            state_rows,
+            att,
+            y,
+            ho,
+            weights,
+            call,
+            clip_at,
+            d,
+            blk * n_rows // n_blocks,
+            (blk + 1) * n_rows // n_blocks,
+            work[task * per_task : (task + 1) * per_task],
+            iwork[task * per_task_i : (task + 1) * per_task_i],
+        )

@@ -58,8 +58,25 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
         n = min(CHUNK_ROWS, length - t0)
         for i in range(n):
             store(iwork, offsets + i, (t0 + i) * c.x_step)
-        project(X, iwork, offsets, n, c.n_inputs, weights, w_start(c, 0, p.nr, p.n), bias_start(c, 0, p.nr, p.n),
-                c.n_hidden, work, o.xg + t0 * ldc, ldc, work, packed, half * p.n // 2, (half + 1) * p.n // 2, p.nr)
+        project(
+            X,
+            iwork,
+            offsets,
+            n,
+            c.n_inputs,
+            weights,
+            w_start(c, 0, p.nr, p.n),
+            bias_start(c, 0, p.nr, p.n),
+            c.n_hidden,
+            work,
+            o.xg + t0 * ldc,
+            ldc,
+            work,
+            packed,
+            half * p.n // 2,
+            (half + 1) * p.n // 2,
+            p.nr,
+        )
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
@@ -79,8 +96,20 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         u0, u1 = q0 * nr, q1 * nr
         for g in range(3):
             begin_gates(work, o.c, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
-            product(work, o.c + g * n_hidden + u0, 0, work, cur, 1, weights, r_base, g * per_gate + q0,
-                    g * per_gate + q1, n_hidden, nr)
+            product(
+                work,
+                o.c + g * n_hidden + u0,
+                0,
+                work,
+                cur,
+                1,
+                weights,
+                r_base,
+                g * per_gate + q0,
+                g * per_gate + q1,
+                n_hidden,
+                nr,
+            )
         for g in range(2):
             activate_gates(work, o.c + g * n_hidden + u0, o.c + g * n_hidden + u1, clip_at, c.f_code)
     elif phase == 0:
@@ -154,8 +183,20 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
         while atomic_load(iwork, io.done + m) < 2:
             spin_pause()
     _, _, u0, u1 = half_units(worker, n_hidden, p)
-    finish_row(work, o.state + (length % 2) * n_hidden, length == 0 and not c.keep, y, 0, c.y_step, length,
-               c.seq_length, ho, state_at(c, state_rows, 0, 0), u0, u1)
+    finish_row(
+        work,
+        o.state + (length % 2) * n_hidden,
+        length == 0 and not c.keep,
+        y,
+        0,
+        c.y_step,
+        length,
+        c.seq_length,
+        ho,
+        state_at(c, state_rows, 0, 0),
+        u0,
+        u1,
+    )
 
 
 @kernel(parallel=True)
@@ -164,5 +205,6 @@ def run_split(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work,
     split_setup(call, h0, state_rows, work, iwork)
     clip_at = y.dtype.type(clip)
     for worker in prange(2):
-        split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork,
-                   np.int64(worker))  # prange's index is unsigned
+        split_part(
+            X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, np.int64(worker)
+        )  # prange's index is unsigned
