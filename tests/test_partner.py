@@ -73,7 +73,8 @@ def test_a_cell_of_256_units_takes_the_pair_path(kernels_run):
     op, x, h = _cell()
     _partner.PARTNER.wake()
     assert _partner.PARTNER.serving.wait(10)
-    for _ in range(20):
+    end = time.monotonic() + 10  # a loaded machine may keep the spinning partner off its core for a while
+    while "run_pair+" not in kernels_run and time.monotonic() < end:
         op(x, h)
     assert "run_pair+" in kernels_run
 
