@@ -66,7 +66,7 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
     w = work
 
     order_rows(lengths, lo, hi, seq_length, iwork, io.order, io.counts)
-    for i in range(n_rows):
+    for i in range(n_rows):  # the initial states, in that order
         at = state_at(c, state_rows, load(iwork, io.order + i), d)
         for j in range(n_hidden):
             store(w, o.state + i * n_hidden + j, load(h0, at + j))
@@ -77,27 +77,10 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
             for r in range(n):
                 b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
                 store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
-            project(
-                X,
-                iwork,
-                io.offsets,
-                n,
-                n_inputs,
-                weights,
-                w_base,
-                bias_at,
-                n_hidden,
-                w,
-                o.xg + r0 * ldc,
-                ldc,
-                w,
-                o.a,
-                0,
-                p.n,
-                nr,
-            )
+            project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc,
+                ldc, w, o.a, 0, p.n, nr)  # fmt: skip
 
-    running = n_rows
+    running = n_rows  # the rows still running at step s: a prefix of the order
     for s in range(seq_length):
         while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
             running -= 1
@@ -112,37 +95,11 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 for i in range(n):
                     b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
                     store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
-                project(
-                    X,
-                    iwork,
-                    io.offsets,
-                    n,
-                    n_inputs,
-                    weights,
-                    w_base,
-                    bias_at,
-                    n_hidden,
-                    w,
-                    o.xg,
-                    ldc,
-                    w,
-                    o.a,
-                    0,
-                    p.n,
-                    nr,
-                )
-            for i in range(n):
-                begin_gates(
-                    w,
-                    o.c + i * ldc,
-                    _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
-                    weights,
-                    rbh_at,
-                    lbr,
-                    n_hidden,
-                    0,
-                    ldc,
-                )
+                project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w,
+                    o.a, 0, p.n, nr)  # fmt: skip
+            for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
+                begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
+                    weights, rbh_at, lbr, n_hidden, 0, ldc)  # fmt: skip
                 store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
             pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
             product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
@@ -155,7 +112,7 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                     reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
                     begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
                     store(iwork, io.offsets + i, o.m + i * n_hidden)
-            if not lbr:
+            if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
                 pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
                 product_rows(w, o.c2, ld2, w, o.a, n_hidden, n, weights, r_base, p.p2, p.n, nr)
             for i in range(n):
@@ -165,27 +122,14 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
                 so = o.state + (g0 + i) * n_hidden
                 score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
-                update_state(
-                    w, co, hg, so, so, score, has_att, y, b * c.y_row + d * c.y_dir + t * c.y_step, 0, n_hidden
-                )
+                y_at = b * c.y_row + d * c.y_dir + t * c.y_step
+                update_state(w, co, hg, so, so, score, has_att, y, y_at, 0, n_hidden)
 
-    for i in range(n_rows):
+    for i in range(n_rows):  # Ho, and Y's zeros past each row's length
         b = load(iwork, io.order + i)
         length = lengths[b]
-        finish_row(
-            w,
-            o.state + i * n_hidden,
-            length == 0 and not c.keep,
-            y,
-            b * c.y_row + d * c.y_dir,
-            c.y_step,
-            length,
-            seq_length,
-            ho,
-            state_at(c, state_rows, b, d),
-            0,
-            n_hidden,
-        )
+        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir,
+            c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)  # fmt: skip
 
 
 @kernel()
