@@ -57,10 +57,14 @@ def cpu_isa():
 
 
 def kernel_geometry():
-    """The geometry of fastgru's kernels on this machine (register tile, panel width, ...), as
-    facts of every result: {name: value}. Empty until the kernels expose it; whatever it returns
-    lands in each result's extra_info and in the report's machine line."""
-    return {}
+    """The geometry of fastgru's kernels in this process and the CPU they are compiled for (which
+    FASTGRU_ISA, NUMBA_CPU_NAME and NUMBA_CPU_FEATURES may set below the host's), as facts of every
+    result: they land in each result's extra_info and in the report's machine line."""
+    from fastgru import _isa
+
+    g = _isa.GEOMETRY
+    tiles = " ".join(f"{rows}x{panels * g.panel_width(4)}" for rows, panels in g.tiles)
+    return {"geometry": g.name, "float32_tiles": tiles, "compiled_for": _isa.TARGET_CPU}
 
 
 def _cpu_model():

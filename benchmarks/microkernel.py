@@ -10,7 +10,8 @@ recurrence's (64 x 256) @ (256 x 768), 100 times) with its BLAS on one thread. B
     FASTGRU_ISA=generic python benchmarks/microkernel.py
 
 It prints one line of markdown: geometry, target CPU, fastgru's and NumPy's GFLOP/s (medians of
-interleaved rounds) and their ratio. ``--json FILE`` appends the record to a JSON list.
+interleaved rounds; NumPy's with its OPENBLAS_CORETYPE, which picks OpenBLAS's kernels: e.g.
+Haswell for AVX2, Nehalem for SSE only) and their ratio. ``--json FILE`` appends the record to a JSON list.
 """
 
 import argparse
@@ -91,7 +92,7 @@ def main(argv=None):
     }
     print(
         f"| {record['geometry']} | {record['target']} on {record['host']} | {record['fastgru_gflops']} | "
-        f"{record['numpy_gflops']} | {record['ratio']:.2f} |"
+        f"{record['numpy_gflops']} ({record['OPENBLAS_CORETYPE']}) | {record['ratio']:.2f} |"
     )
     if args.json:
         data = json.load(open(args.json)) if os.path.exists(args.json) else []

@@ -1,6 +1,6 @@
 """Turn pytest-benchmark's JSON into the markdown tables and the PNG chart of the README.
 
-    python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme README.md]
+    python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme README.md] [--marker bench]
 
 First table, calls back to back: per shape, the median time of each implementation in µs, the
 GFLOP/s of fastgru_prepared and of the best peer (FLOPs = 2·B·T·3H·(I+H)·D), and fastgru_prepared's
@@ -8,7 +8,8 @@ time over the best peer's. Second table, spaced calls (a pause of 2-20 ms before
 same schedule for every implementation): the median time of each implementation and the same
 ratio. The best peer is the fastest row among the peers and their variants (OpenVINO, ONNX Runtime
 with IOBinding and with plain ``session.run``, torch); below 1 means fastgru is faster. The tables
-also replace the text between the bench markers of README.md, so that nobody edits the README's
+also replace the text between the markers ``<!-- bench:start -->`` and ``<!-- bench:end -->`` of
+README.md (``--marker bench-avx2``: those of the AVX2 table), so that nobody edits the README's
 figures by hand.
 """
 
@@ -19,7 +20,10 @@ from pathlib import Path
 
 from peers import IMPLS, PEERS
 
-MARKERS = ("<!-- bench:start -->", "<!-- bench:end -->")
+
+def markers(name):
+    """The README's comments around the table of ``name``."""
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
 
 
 #: extra_info keys that describe one benchmark, not the machine.
@@ -146,19 +150,20 @@ def main():
     parser.add_argument(
         "--readme",
         default=str(here.parent / "README.md"),
-        help="file whose text between the bench:start and bench:end markers is replaced by the table",
+        help="file whose text between the markers (--marker) is replaced by the table",
     )
+    parser.add_argument("--marker", default="bench", help="the markers' NAME: <!-- NAME:start -->, <!-- NAME:end -->")
     args = parser.parse_args()
     modes, machine, pause = load(args.json)
     rows = modes.get("back-to-back", {})
     text = table(rows, machine, modes.get("spaced"), pause)
     Path(args.md).write_text(text)
     chart(rows, args.png)
-    readme = Path(args.readme)
-    if readme.exists() and MARKERS[0] in readme.read_text():
-        before, rest = readme.read_text().split(MARKERS[0], 1)
-        after = rest.split(MARKERS[1], 1)[1]
-        readme.write_text(f"{before}{MARKERS[0]}\n{text}{MARKERS[1]}{after}")
+    readme, (start, end) = Path(args.readme), markers(args.marker)
+    if readme.exists() and start in readme.read_text():
+        before, rest = readme.read_text().split(start, 1)
+        after = rest.split(end, 1)[1]
+        readme.write_text(f"{before}{start}\n{text}{end}{after}")
 
 
 if __name__ == "__main__":

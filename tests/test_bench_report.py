@@ -86,4 +86,27 @@ def test_every_result_records_the_isa():
     conftest = _load("conftest")
     isa = conftest.cpu_isa()
     assert isa["isa"] in ("AVX-512", "AVX2", "other") and isa["cpu_name"]
-    assert conftest.kernel_geometry() == {}
+    from fastgru import _isa
+
+    geometry = conftest.kernel_geometry()
+    assert geometry["geometry"] == _isa.GEOMETRY.name and geometry["compiled_for"] == _isa.TARGET_CPU
+    assert geometry["float32_tiles"].split()[0] == f"{_isa.GEOMETRY.tiles[0][0]}x{_isa.GEOMETRY.panel_width(4)}"
+
+
+def test_the_readme_table_between_its_markers(report, tmp_path, monkeypatch):
+    """--marker names the README's markers: the AVX2 table replaces only its own."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"benchmarks": [_bench("cell-b1", "fastgru_prepared", 1e-5, "back-to-back")]}))
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "a\n<!-- bench:start -->\nold\n<!-- bench:end -->\nb\n<!-- bench-avx2:start -->\nold\n<!-- bench-avx2:end -->\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    argv = ["report.py", str(path), "--md", "t.md", "--png", "t.png", "--readme", str(readme), "--marker", "bench-avx2"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(report, "chart", lambda rows, png: None)  # matplotlib is a bench extra
+    report.main()
+    text = readme.read_text()
+    assert "<!-- bench:start -->\nold\n<!-- bench:end -->" in text
+    assert "<!-- bench-avx2:start -->\n| shape |" in text and text.endswith("<!-- bench-avx2:end -->\n")
+    assert text.count("old") == 1
