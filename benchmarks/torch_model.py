@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 import fastgru
+import fastgru._isa
 import fastgru.torch
 from fastgru import _import_torch
 from fastgru import torch as fastgru_torch
@@ -127,8 +128,8 @@ def breakdown(fast, rng, rounds, seconds):
 
         args = (x, h_t, None, params, True, 2, False, True)
 
-        def policy(fn, n=n):  # the module's thread count for this call (fastgru.torch._with_torch_threads)
-            return lambda: fastgru_torch._with_torch_threads(n, fn)
+        def policy(fn, n=n, t=t):  # the module's thread count for this call (fastgru.torch._with_torch_threads)
+            return lambda: fastgru_torch._with_torch_threads(n, t, fn)
 
         runs.update(
             {
@@ -162,6 +163,9 @@ def machine():
         "torch_threads": torch.get_num_threads(),
         "fastgru_threads": fastgru.get_num_threads(),
         "numba_threading_layer": numba.threading_layer(),
+        "isa": fastgru._isa.describe(),
+        "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "unset"),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "unset"),
     }
 
 

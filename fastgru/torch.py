@@ -42,6 +42,23 @@ _F16, _BF16, _F32, _F64 = torch.float16, torch.bfloat16, torch.float32, torch.fl
 #: The cores this process may run on: a single row shares its work with fastgru's partner thread
 #: only when torch's threads leave one of them free (_with_torch_threads).
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+#: GOMP_SPINCOUNT at or below which torch's OpenMP threads (libgomp's) stop spinning within about
+#: 50 µs of an operation: a sequence then shares its single row with fastgru's partner thread.
+SHORT_SPINCOUNT = 10_000
+
+
+def _omp_spins_briefly(environ):
+    """Whether torch's OpenMP threads were told, before torch loaded libgomp, to sleep soon after an
+    operation: OMP_WAIT_POLICY=passive, or GOMP_SPINCOUNT of at most SHORT_SPINCOUNT."""
+    if environ.get("OMP_WAIT_POLICY", "").strip().lower() == "passive":
+        return True
+    try:
+        return int(environ.get("GOMP_SPINCOUNT", "")) <= SHORT_SPINCOUNT
+    except ValueError:
+        return False
+
+
+_OMP_SPINS_BRIEFLY = _omp_spins_briefly(os.environ)
 #: Parameter dtypes the modules compute with fastgru: float32 and float64 in their own precision,
 #: float16 and bfloat16 in float32 (results rounded once, to the input's dtype).
 _DTYPES = (_F32, _F64, _F16, _BF16)
@@ -138,11 +155,12 @@ def _array(t, dtype):
     return t.numpy()
 
 
-def _with_torch_threads(rows, fn, *args):
+def _with_torch_threads(rows, steps, fn, *args):
     """``fn(*args)`` on at most ``torch.get_num_threads()`` of fastgru's threads (torch's intra-op
     setting caps the calling thread's own count, ``fastgru.threads``, and never raises it); a
     single row (``rows``: batch_size * num_directions == 1) on the calling thread alone unless
-    torch's threads leave a core free (``_CORES``).
+    torch's threads leave a core free (``_CORES``), or spin only briefly (``_OMP_SPINS_BRIEFLY``)
+    and the call has more than one step (one step is too short to repay the partner's wake-up).
 
     fastgru shares a single row with its partner thread, the two meeting at every step, and the
     partner spins for a millisecond after each call. torch's OpenMP threads spin too, for about
@@ -151,11 +169,13 @@ def _with_torch_threads(rows, fn, *args):
     Linear layer right after the GRU took 1040 µs instead of 120 µs (the partner still spinning),
     and the speech model of benchmarks/torch_model.py took 3.8 ms per call at batch 1 with the
     partner, 3.0 ms without it, and 300 against 145 µs per frame streamed; its GRU alone, called
-    in a loop with no torch operation between, 1.5 ms with the partner and 2.6 ms without. Rows
-    of a batch, whose threads do not meet within a call, keep their threads.
+    in a loop with no torch operation between, 1.5 ms with the partner and 2.6 ms without. With
+    GOMP_SPINCOUNT=10000, that model's batch-1 call took 1.9 ms with the partner, and a frame
+    streamed 659 µs with it: hence sequences only. Rows of a batch, whose threads do not meet
+    within a call, keep their threads.
     """
     n = torch.get_num_threads()
-    if rows == 1 and n >= _CORES:
+    if rows == 1 and n >= _CORES and not (_OMP_SPINS_BRIEFLY and steps > 1):
         n = 1
     before = requested()
     if n >= before:
@@ -180,7 +200,8 @@ def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batc
     h0 = None if hx is None else _array(hx, compute)
     lens = None if lengths is None else lengths.numpy()
     rows = x.shape[0 if batch_first else 1] * (1 + bidirectional)
-    output, h_n = _with_torch_threads(rows, run_layers, ops, x, h0, lens, batch_first)
+    steps = x.shape[1 if batch_first else 0]
+    output, h_n = _with_torch_threads(rows, steps, run_layers, ops, x, h0, lens, batch_first)
     output, h_n = torch.from_numpy(output), torch.from_numpy(h_n)
     if compute is not dtype:
         output, h_n = output.to(dtype), h_n.to(dtype)
@@ -194,7 +215,7 @@ def _gru_cell(input, hx, params):
     compute = dtype if dtype is _F32 or dtype is _F64 else _F32
     x = _array(input, compute)
     h = np.zeros((x.shape[0], op.hidden_size), dtype=x.dtype) if hx is None else _array(hx, compute)
-    h_new = torch.from_numpy(_with_torch_threads(x.shape[0], op, x, h))
+    h_new = torch.from_numpy(_with_torch_threads(x.shape[0], 1, op, x, h))
     return h_new if compute is dtype else h_new.to(dtype)
 
 

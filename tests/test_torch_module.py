@@ -623,11 +623,31 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
             fastgru.torch.GRU(I, H, bidirectional=True).eval()(x[:, :1])  # one row, two directions
             monkeypatch.setattr(fastgru_torch, "_CORES", before_torch + 1)
             gru(x[:, :1])  # one row, a core free of torch's threads: fastgru may share it
+            monkeypatch.setattr(fastgru_torch, "_CORES", before_torch)
+            monkeypatch.setattr(fastgru_torch, "_OMP_SPINS_BRIEFLY", True)
+            gru(x[:, :1])  # one row, torch's threads sleep soon: a sequence shares it
+            gru(x[:1, :1])  # but not a single step
     finally:
         torch.set_num_threads(before_torch)
     both = min(before_torch, before)
-    assert seen == [1, both, 1, 1, both, both]
+    assert seen == [1, both, 1, 1, both, both, both, 1]
     assert fastgru.get_num_threads() == before
+
+
+@pytest.mark.parametrize(
+    "environ, briefly",
+    [
+        ({}, False),
+        ({"OMP_WAIT_POLICY": "Passive"}, True),
+        ({"OMP_WAIT_POLICY": "active"}, False),
+        ({"GOMP_SPINCOUNT": "10000"}, True),
+        ({"GOMP_SPINCOUNT": "0"}, True),
+        ({"GOMP_SPINCOUNT": "100000"}, False),
+        ({"GOMP_SPINCOUNT": "infinite"}, False),
+    ],
+)
+def test_torch_threads_that_spin_briefly(environ, briefly):
+    assert fastgru_torch._omp_spins_briefly(environ) is briefly
 
 
 def test_calls_from_several_threads_equal_serial_calls():
