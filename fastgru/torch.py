@@ -155,6 +155,20 @@ def _array(t, dtype):
     return t.numpy()
 
 
+def _inference_on_cpu(data, hx, params):
+    """The checks both modules make before running on fastgru: the input and the Parameters on the
+    CPU, in one dtype fastgru computes, no gradient needed (the README, "Gradients"), no
+    CPU autocast and no jit tracing."""
+    dtype = params[0].dtype
+    if data.dtype is not dtype or dtype not in _DTYPES or not (data.is_cpu and params[0].is_cpu):
+        return False
+    if torch.is_grad_enabled() and (
+        data.requires_grad or (hx is not None and hx.requires_grad) or any(p.requires_grad for p in params)
+    ):
+        return False
+    return not (torch.is_autocast_enabled("cpu") or torch.jit.is_tracing())
+
+
 def _with_torch_threads(rows, steps, fn, *args):
     """``fn(*args)`` on at most ``torch.get_num_threads()`` of fastgru's threads (torch's intra-op
     setting caps the calling thread's own count, ``fastgru.threads``, and never raises it); a
@@ -385,15 +399,9 @@ class GRU(torch.nn.RNNBase):
     def _fast(self, data, hx, params, packed):
         """Whether this call runs on fastgru (see the class docstring), with cheap checks only."""
         dtype = params[0].dtype
-        if data.dtype is not dtype or dtype not in _DTYPES or not (data.is_cpu and params[0].is_cpu):
-            return False
-        if torch.is_grad_enabled() and (
-            data.requires_grad or (hx is not None and hx.requires_grad) or any(p.requires_grad for p in params)
-        ):
+        if not _inference_on_cpu(data, hx, params):
             return False
         if self.training and self.dropout > 0 and self.num_layers > 1:
-            return False
-        if torch.is_autocast_enabled("cpu") or torch.jit.is_tracing():
             return False
         rank = data.dim()
         if (rank != 2 if packed else rank not in (2, 3)) or data.shape[-1] != self.input_size or data.numel() == 0:
@@ -488,13 +496,7 @@ class GRUCell(torch.nn.GRUCell):
     def _fast(self, input, hx, params):
         """Whether this call runs on fastgru (see the class docstring), with cheap checks only."""
         dtype = params[0].dtype
-        if input.dtype is not dtype or dtype not in _DTYPES or not (input.is_cpu and params[0].is_cpu):
-            return False
-        if torch.is_grad_enabled() and (
-            input.requires_grad or (hx is not None and hx.requires_grad) or any(p.requires_grad for p in params)
-        ):
-            return False
-        if torch.is_autocast_enabled("cpu") or torch.jit.is_tracing():
+        if not _inference_on_cpu(input, hx, params):
             return False
         if input.dim() not in (1, 2) or input.shape[-1] != self.input_size:
             return False
