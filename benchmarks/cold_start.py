@@ -3,7 +3,7 @@ warmup of every kernel path of both compute dtypes. Each with the kernels in the
 with an empty cache folder (so that everything compiles).
 
 Run: ``python benchmarks/cold_start.py [--runs 5] [--cold-runs 3]``, with nothing else running: the
-empty-cache runs compile for about 14 s (first call) and 95 s (warmup) each, on one core. Every row
+empty-cache runs compile for about 10 s (first call) and 67 s (warmup) each, on one core. Every row
 is the median over ``--runs`` fresh processes with the kernels in the cache and ``--cold-runs`` with
 an empty one (a new temporary FASTGRU_CACHE_DIR each, removed afterwards), printed with the min-max
 of the runs as the markdown table of README.md, "Start-up and the kernel cache".
