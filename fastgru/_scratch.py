@@ -16,6 +16,7 @@ from ._kernels import pair
 from ._kernels.memory import aligned
 
 _I64 = np.dtype(np.int64)
+_LENGTHS = "lengths" + _I64.char  # kept()'s key of the lengths buffer
 
 #: Each Python thread's buffers, by name.
 _kept = threading.local()
@@ -49,15 +50,20 @@ def lengths(values, n, s):
     """sequence_lengths as the kernels take them: int64, C-contiguous, at least n of them. ``values``
     itself when it is that already, else converted into a kept buffer (the values are checked, so
     the cast is exact); None means s for every row."""
-    if values is None:
-        buf = kept("lengths", n, _I64)
-        buf[:n] = s
-        return buf
-    if values.dtype is _I64 and values.flags.c_contiguous:
+    if values is not None and values.dtype is _I64 and values.flags.c_contiguous:
         return values
-    buf = kept("lengths", n, _I64)
-    np.copyto(buf[:n], values, casting="unsafe")
-    return buf
+    last = _kept.__dict__.get("lengths_view")  # (buffer, n, its first n) of the previous call
+    if last is not None and last[1] == n and last[0] is _kept.__dict__.get(_LENGTHS):
+        view = last[2]
+    else:
+        buf = kept("lengths", n, _I64)
+        view = buf[:n]
+        _kept.lengths_view = buf, n, view
+    if values is None:
+        view.fill(s)
+    else:
+        np.copyto(view, values, casting="unsafe")
+    return view
 
 
 def converted(name, a, dtype):
