@@ -1,14 +1,17 @@
 """Why spaced calls are slower: one shape timed back to back and after pauses, on 1 and 2 threads.
 
     python benchmarks/spaced.py [--md benchmarks/spaced_results.md]
+    FASTGRU_SPIN_US=30000 python benchmarks/spaced.py [--md benchmarks/spaced_results_spin30ms.md]
 
 GRUSequence b1 s100 i64 h256 linear_before_reset (the spaced shape of ``bench_gru.py``), float32,
 prepared op with ``out=``: the median of 200 calls back to back, and of 60 calls each after a pause
 of 2-20 ms (one seed), first with fastgru's threads (the partner thread sleeps during the pauses),
-then with ``fastgru.threads(1)``. Writes one markdown table.
+then with ``fastgru.threads(1)``. Writes one markdown table. ``FASTGRU_SPIN_US`` longer than the
+pauses keeps the partner thread spinning through them.
 """
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -64,7 +67,8 @@ def main(argv=None):
             *rows,
             "",
             f"GRUSequence b{N} s{S} i{I} h{H} lbr1 float32, prepared op with out=; medians. "
-            f"Geometry {_isa.GEOMETRY.name}, compiled for {_isa.TARGET_CPU}.",
+            f"Geometry {_isa.GEOMETRY.name}, compiled for {_isa.TARGET_CPU}; "
+            f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}.",
             "",
         ]
     )
