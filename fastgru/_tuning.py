@@ -29,9 +29,10 @@ SPLIT_FROM_STEPS = 16
 PAIR_FROM_HIDDEN = 128
 PAIR_FROM_FLOPS = 400_000
 
-#: A one-row call of at least this many FLOPs (about 100 µs of one core) wakes a sleeping partner
-#: before it starts instead of running alone: the wake-up is then a small part of the call.
-PAIR_WAKE_FLOPS = 20_000_000
+#: A one-row call of at least this many FLOPs (about 1 ms of one core) wakes a sleeping partner
+#: before it starts instead of running alone: the cold partner then gains more than it costs
+#: ("Tuning: the partner thread").
+PAIR_WAKE_FLOPS = 150_000_000
 
 # ------------------------------------------------------------------------------- memory
 #: Scratch up to this many bytes is kept per Python thread and reused by its next calls; a larger

@@ -16,6 +16,10 @@ import fastgru
 from fastgru import _partner, _paths, _tuning
 from fastgru._kernels import pair
 
+#: Seconds a test waits for the partner to serve: its first start may compile `serve` (cold cache,
+#: a loaded machine).
+SERVING_TIMEOUT = 120
+
 pytestmark = [
     pytest.mark.skipif(not _partner.PARTNER.enabled, reason="no partner thread (FASTGRU_SPIN_US=0 or no JIT)"),
     pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here"),
@@ -72,7 +76,7 @@ def _until_taken(call, want, answers, calls=300, seconds=10.0):
 def test_a_cell_of_256_units_takes_the_pair_path(kernels_run):
     op, x, h = _cell()
     _partner.PARTNER.wake()
-    assert _partner.PARTNER.serving.wait(10)
+    assert _partner.PARTNER.serving.wait(SERVING_TIMEOUT)
     end = time.monotonic() + 10  # a loaded machine may keep the spinning partner off its core for a while
     while "run_pair+" not in kernels_run and time.monotonic() < end:
         op(x, h)
@@ -96,7 +100,7 @@ def test_a_sleeping_partner_is_woken_by_a_burst_of_calls_only(monkeypatch):
     with fastgru.threads(1):
         want = op(x, h)
     _partner.PARTNER.wake()
-    assert _partner.PARTNER.serving.wait(10)
+    assert _partner.PARTNER.serving.wait(SERVING_TIMEOUT)
     _partner.PARTNER.nap()
     assert _wait_until(lambda: pair.is_asleep(_partner.PARTNER.mailbox))
     time.sleep(2 * _partner.SPIN_US * 1e-6)
@@ -187,7 +191,7 @@ def test_parallel_work_puts_the_partner_to_sleep():
     from fastgru._kernels import pair
     partner = _partner.PARTNER
     partner.wake()
-    assert partner.serving.wait(10)
+    assert partner.serving.wait(120)
     op(x, h0)
     spinning = not pair.is_asleep(partner.mailbox)
     big = fastgru.GRUSequence(rng.uniform(-.1, .1, (1, 192, 64)).astype(np.float32),
