@@ -63,8 +63,7 @@ def kernel_geometry():
     from fastgru import _isa
 
     g = _isa.GEOMETRY
-    tiles = " ".join(f"{rows}x{panels * g.panel_width(4)}" for rows, panels in g.tiles)
-    return {"geometry": g.name, "float32_tiles": tiles, "compiled_for": _isa.TARGET_CPU}
+    return {"geometry": g.name, "float32_tiles": g.float32_tiles(), "compiled_for": _isa.TARGET_CPU}
 
 
 def _cpu_model():

@@ -105,8 +105,7 @@ def describe():
     """One line for ``python -m fastgru info`` and the benchmarks' records."""
     g = GEOMETRY
     features = ", ".join(sorted(TARGET_FEATURES)) or "none of avx512f, avx2, fma"
-    tiles = " ".join(f"{rows}x{panels * g.panel_width(4)}" for rows, panels in g.tiles)
     return (
-        f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {tiles}; {g.note}); "
+        f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {g.float32_tiles()}; {g.note}); "
         f"compiled for {TARGET_CPU} ({features})"
     )

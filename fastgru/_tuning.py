@@ -75,6 +75,10 @@ class Geometry:
         """Columns of one packed weight panel for elements of ``itemsize`` bytes."""
         return self.panel_vectors * self.vector_bytes // itemsize
 
+    def float32_tiles(self):
+        """The tiles as rows x columns of float32, e.g. "8x32 4x64 1x128"."""
+        return " ".join(f"{rows}x{panels * self.panel_width(4)}" for rows, panels in self.tiles)
+
 
 #: The geometries, by FASTGRU_ISA name. Measured in benchmarks/tuning.md ("Tuning: geometries").
 GEOMETRIES = {

@@ -178,14 +178,10 @@ def _with_torch_threads(rows, steps, fn, *args):
 
     fastgru shares a single row with its partner thread, the two meeting at every step, and the
     partner spins for a millisecond after each call. torch's OpenMP threads spin too, for about
-    10 ms after each of torch's operations (libgomp's default GOMP_SPINCOUNT, measured here). When
-    they hold every other core, the two collide: measured on 2 cores with torch on 2 threads, a
-    Linear layer right after the GRU took 1040 µs instead of 120 µs (the partner still spinning),
-    and the speech model of benchmarks/torch_model.py took 3.8 ms per call at batch 1 with the
-    partner, 3.0 ms without it, and 300 against 145 µs per frame streamed; its GRU alone, called
-    in a loop with no torch operation between, 1.5 ms with the partner and 2.6 ms without. With
-    GOMP_SPINCOUNT=10000, that model's batch-1 call took 1.9 ms with the partner, and a frame
-    streamed 659 µs with it: hence sequences only. Rows of a batch, whose threads do not meet
+    10 ms after each of torch's operations (libgomp's default GOMP_SPINCOUNT). When they hold
+    every other core, the two collide, and a row runs faster alone; when they sleep soon, a
+    sequence gains from the partner, a single step does not (benchmarks/torch_model.py and the
+    README's "PyTorch models" have the measurements). Rows of a batch, whose threads do not meet
     within a call, keep their threads.
     """
     n = torch.get_num_threads()
