@@ -277,11 +277,11 @@ def onnxruntime_gru(case):
     Y, Yh = np.empty((s, d, n, h), np.float32), np.empty((d, n, h), np.float32)
     binding = session.io_binding()
     for name, value in feed.items():
-        binding.bind_cpu_input(name, value)  # no copy: feed's arrays stay alive in this closure
+        binding.bind_cpu_input(name, value)  # no copy: run keeps feed alive
     for name, value in (("Y", Y), ("Y_h", Yh)):
         binding.bind_output(name, "cpu", 0, np.float32, list(value.shape), value.ctypes.data)
 
-    def run():
+    def run(bound=(feed, Y, Yh)):  # ONNX Runtime reads and writes these: alive as long as run is
         session.run_with_iobinding(binding)
 
     def result():
