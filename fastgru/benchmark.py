@@ -44,6 +44,7 @@ import numpy as np
 from ._api import augru_sequence, gru_cell, gru_sequence
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import FastGRUError
+from ._warmup import warmup
 
 #: The ops a candidate can implement, as fastgru names its functions.
 OPS = ("gru_sequence", "gru_cell", "augru_sequence")
@@ -433,6 +434,7 @@ def compare(
     seconds=0.25,
     tolerance=None,
     seed=0,
+    name=None,
     progress=None,
 ):
     """Check a candidate against fastgru on every shape of a suite, then time both side by side.
@@ -461,7 +463,8 @@ def compare(
     dtype : {"float32", "float64", "float16", "bfloat16"}
         The dtype of every floating-point input.
     rounds : int
-        Rounds of timed calls; every implementation is timed once per round, in an order that
+        Rounds of timed calls, after every kernel that the shapes' ops run is compiled or loaded
+        (`fastgru.warmup`); every implementation is timed once per round, in an order that
         rotates from round to round, and the result is the median of the rounds' medians.
     seconds : float
         Timing budget per implementation and shape, shared by the rounds: each round times
@@ -470,6 +473,8 @@ def compare(
         (rtol, atol) instead of ``TOLERANCES[dtype]``.
     seed : int
         Seed of the shapes' random data (`Shape.draw`).
+    name : str, optional
+        The candidate's name in the records and the table; by default ``module:qualified_name``.
     progress : callable, optional
         Called as ``progress(done, total, label)`` as the shapes are checked and timed.
 
@@ -526,20 +531,23 @@ def compare(
     dtype = _dtype(dtype)
     rtol, atol = TOLERANCES[dtype.name] if tolerance is None else (float(tolerance[0]), float(tolerance[1]))
     if suite is None:
-        names = [name for name, shapes in SUITES.items() if op is None or any(s.op == op for s in shapes)]
+        suites = [key for key, shapes in SUITES.items() if op is None or any(s.op == op for s in shapes)]
     else:
-        names = [suite] if isinstance(suite, str) else list(suite)
-    runs = [(name, shape) for name in names for shape in suite_shapes(name, op)]
+        suites = [suite] if isinstance(suite, str) else list(suite)
+    runs = [(key, shape) for key in suites for shape in suite_shapes(key, op)]
     implementation = candidate if candidate is not None else prepared
+    # Every kernel path of the ops, compiled or loaded now: a path first taken in a timed call
+    # (the partner thread awake or asleep picks another) must not compile there.
+    warmup(dtypes=[dtype.name], ops=sorted({shape.op for _, shape in runs}))
     impls = IMPLEMENTATIONS if implementation is not None else IMPLEMENTATIONS[1:]
     total = len(runs)
 
     entries, failures = [], []
-    for k, (name, shape) in enumerate(runs):
-        label = f"{name} {shape.id}"
+    for k, (suite_name, shape) in enumerate(runs):
+        label = f"{suite_name} {shape.id}"
         calls, want, inputs, theirs = _build(shape, dtype, implementation, prepared is not None, seed)
         record = {
-            "suite": name,
+            "suite": suite_name,
             "shape": shape.id,
             "op": shape.op,
             "batch": shape.batch,
@@ -551,7 +559,7 @@ def compare(
             "dtype": dtype.name,
             "flops": shape.flops,
             "weight_bytes": shape.weight_bytes(dtype),
-            "candidate": None if implementation is None else _name(implementation),
+            "candidate": None if implementation is None else name or _name(implementation),
             "prepared": prepared is not None,
             "tolerance": [rtol, atol],
             "ok": True,
@@ -679,7 +687,7 @@ def table(records, facts=None):
                 f"| {r['suite']} | {r['shape']} | {_us(t['candidate'])} | {_us(t['fastgru_prepared'])} | "
                 f"{_us(t['fastgru'])} | {_g(g['candidate'])} | {_g(g['fastgru_prepared'])} | "
                 f"{r['ratio_prepared']:.2f} | {r['ratio_function']:.2f} | "
-                f"{difference:.2g} ({r['share_of_tolerance']:.2f}) |"
+                f"{difference:.2g} ({r['share_of_tolerance']:.2g}) |"
             )
         rtol, atol = first["tolerance"]
         intro = (
