@@ -325,9 +325,10 @@ def _name(candidate):
     return f"{module}:{name}"
 
 
-def _build(shape, dtype, candidate, prepared, seed):
-    """The zero-argument calls of one shape, each on its own copies of the inputs, and fastgru's
-    results. The first call of each implementation runs here (compilation, first touch)."""
+def _build(shape, dtype, candidate, prepared, seed, tolerance, label):
+    """(the zero-argument calls of one shape, each on its own copies of the inputs; the candidate's
+    max |difference| per output, its largest share of the tolerance, and its failures). The first
+    call of each implementation runs here (compilation, first touch), the candidate's checked."""
     inputs, attributes = shape.arguments(dtype, seed)
     per_call = [name for name in inputs if name not in _WEIGHTS]
     function, factory = _FUNCTIONS[shape.op], _PREPARED[shape.op]
@@ -353,7 +354,57 @@ def _build(shape, dtype, candidate, prepared, seed):
         else:
             their_args = tuple(theirs.values())
             calls["candidate"] = lambda: candidate(*their_args, **attributes)
-    return calls, want, inputs, theirs
+        try:
+            got = calls["candidate"]()
+        except Exception as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"fastgru.benchmark: raised by the candidate on {label}")
+            raise
+        return (calls, *_check(shape, dtype, got, want, inputs, theirs, tolerance, label))
+    return calls, {}, 0.0, []
+
+
+def calls(shape, candidate=None, *, prepared=None, dtype="float32", tolerance=None, seed=0):
+    """The zero-argument calls that `compare` times for one shape, checked: for a pytest-benchmark
+    session of your own (docs/benchmarking.md has the recipe).
+
+    Parameters
+    ----------
+    shape : Shape
+        A shape, e.g. of `suite_shapes`.
+    candidate, prepared, dtype, tolerance, seed
+        As in `compare`.
+
+    Returns
+    -------
+    dict
+        ``"fastgru_prepared"`` (the prepared op called with ``out=``), ``"fastgru"`` (the function),
+        and ``"candidate"`` when one is given, each called once already; each works on its own
+        copies of the shape's inputs.
+
+    Raises
+    ------
+    CandidateMismatch
+        When the candidate's results differ from fastgru's, as in `compare`.
+
+    Examples
+    --------
+    >>> from fastgru import benchmark, reference
+    >>> shape = benchmark.suite_shapes("tiny-v1", "gru_cell")[0]
+    >>> run = benchmark.calls(shape, reference.gru_cell)
+    >>> sorted(run)
+    ['candidate', 'fastgru', 'fastgru_prepared']
+    >>> Ho = run["candidate"]()
+    """
+    if candidate is not None and prepared is not None:
+        raise FastGRUError("benchmark: give a candidate or a prepared candidate (factory), not both.")
+    dtype = _dtype(dtype)
+    tolerance = TOLERANCES[dtype.name] if tolerance is None else (float(tolerance[0]), float(tolerance[1]))
+    implementation = candidate if candidate is not None else prepared
+    built, _, _, failures = _build(shape, dtype, implementation, prepared is not None, seed, tolerance, shape.id)
+    if failures:
+        raise CandidateMismatch(failures, [])
+    return built
 
 
 def _check(shape, dtype, got, want, inputs, theirs, tolerance, label):
@@ -545,7 +596,9 @@ def compare(
     entries, failures = [], []
     for k, (suite_name, shape) in enumerate(runs):
         label = f"{suite_name} {shape.id}"
-        calls, want, inputs, theirs = _build(shape, dtype, implementation, prepared is not None, seed)
+        built, differences, share, wrong = _build(
+            shape, dtype, implementation, prepared is not None, seed, (rtol, atol), label
+        )
         record = {
             "suite": suite_name,
             "shape": shape.id,
@@ -565,16 +618,9 @@ def compare(
             "ok": True,
         }
         if implementation is not None:
-            try:
-                got = calls["candidate"]()
-            except Exception as exc:
-                if hasattr(exc, "add_note"):
-                    exc.add_note(f"fastgru.benchmark: raised by the candidate on {label}")
-                raise
-            differences, share, wrong = _check(shape, dtype, got, want, inputs, theirs, (rtol, atol), label)
             record.update(max_abs_difference=differences, share_of_tolerance=share, ok=not wrong)
             failures += wrong
-        entries.append(_Entry(shape, calls, record))
+        entries.append(_Entry(shape, built, record))
         if progress is not None:
             progress(k + 1, total, f"checked {shape.id}")
     if failures:
