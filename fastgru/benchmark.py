@@ -36,10 +36,12 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ._api import augru_sequence, gru_cell, gru_sequence
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
@@ -106,7 +108,7 @@ class Shape:
         """2·N·S·D·3H·(I + H): the floating-point operations of the input and recurrent products."""
         return 2 * self.batch * self.seq * 3 * self.hidden * (self.inputs + self.hidden) * self.directions
 
-    def weight_bytes(self, dtype="float32") -> int:
+    def weight_bytes(self, dtype: DTypeLike = "float32") -> int:
         """Bytes of W, R and B in ``dtype``: D·(3H·I + 3H·H + 3H or 4H) elements."""
         h = self.hidden
         elements = self.directions * (3 * h * self.inputs + 3 * h * h + (4 if self.lbr else 3) * h)
@@ -119,7 +121,7 @@ class Shape:
         direction = {"forward": "", "reverse": "-rev", "bidirectional": "-bidi"}[self.direction]
         return f"{name}-b{self.batch}-s{self.seq}-i{self.inputs}-h{self.hidden}{direction}-lbr{int(self.lbr)}"
 
-    def draw(self, seed=0):
+    def draw(self, seed: int = 0) -> dict:
         """The shape's random data, float32, in GRUSequence's layout whatever the op: X (N, S, I)
         standard normal, H0 (N, D, H) normal with scale 0.5, sequence_lengths (N,) int32 all S,
         W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) uniform in ±1/sqrt(H), A (N, S, 1) uniform in
@@ -135,7 +137,7 @@ class Shape:
         A = rng.uniform(0, 1, (n, s, 1)).astype(np.float32)
         return {"X": X, "H0": H0, "lengths": np.full(n, s, dtype=np.int32), "W": W, "R": R, "B": B, "A": A}
 
-    def arguments(self, dtype="float32", seed=0):
+    def arguments(self, dtype: DTypeLike = "float32", seed: int = 0) -> tuple[dict, dict]:
         """``(inputs, attributes)`` of one call of the op's fastgru function: the positional inputs
         by name, in order, as new C-contiguous arrays of ``dtype`` (sequence_lengths int32), and the
         keyword attributes the shape sets (gru_sequence: direction and linear_before_reset;
@@ -200,7 +202,7 @@ SUITE_NOTES = {
 }
 
 
-def suite_shapes(name, op=None):
+def suite_shapes(name: str, op: str | None = None) -> tuple[Shape, ...]:
     """The shapes of a suite, of one op when ``op`` is given.
 
     Raises
@@ -255,7 +257,7 @@ class CandidateMismatch(FastGRUError):
         self.records = records
 
 
-def load(spec):
+def load(spec: str) -> Callable:
     """The object named by ``"MODULE:NAME"`` (``NAME`` may be dotted: ``module:Class.method``);
     MODULE may also be the path of a ``.py`` file.
 
@@ -364,7 +366,15 @@ def _build(shape, dtype, candidate, prepared, seed, tolerance, label):
     return calls, {}, 0.0, []
 
 
-def calls(shape, candidate=None, *, prepared=None, dtype="float32", tolerance=None, seed=0):
+def calls(
+    shape: Shape,
+    candidate: Callable | None = None,
+    *,
+    prepared: Callable | None = None,
+    dtype: DTypeLike = "float32",
+    tolerance: tuple[float, float] | None = None,
+    seed: int = 0,
+) -> dict:
     """The zero-argument calls that `compare` times for one shape, checked: for a pytest-benchmark
     session of your own (docs/benchmarking.md has the recipe).
 
@@ -475,19 +485,19 @@ MIN_CALLS, MAX_CALLS = 3, 10_000
 
 
 def compare(
-    candidate=None,
+    candidate: Callable | None = None,
     *,
-    prepared=None,
-    op="gru_sequence",
-    suite=None,
-    dtype="float32",
-    rounds=5,
-    seconds=0.25,
-    tolerance=None,
-    seed=0,
-    name=None,
-    progress=None,
-):
+    prepared: Callable | None = None,
+    op: str | None = "gru_sequence",
+    suite: str | Sequence[str] | None = None,
+    dtype: DTypeLike = "float32",
+    rounds: int = 5,
+    seconds: float = 0.25,
+    tolerance: tuple[float, float] | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    progress: Callable | None = None,
+) -> list:
     """Check a candidate against fastgru on every shape of a suite, then time both side by side.
 
     Parameters
@@ -668,7 +678,7 @@ def _time_entry(entry, impls, rounds, seconds):
         record["ratio_function"] = t["candidate"] / t["fastgru"]
 
 
-def machine():
+def machine() -> dict:
     """The facts of this machine and process that a record's times depend on: CPU, fastgru's kernel
     geometry and threads, library versions."""
     import numba
@@ -706,7 +716,7 @@ def _g(value):
     return f"{value:#.3g}".rstrip(".")
 
 
-def table(records, facts=None):
+def table(records: list, facts: dict | None = None) -> str:
     """The markdown table of `compare`'s records, with a line of the settings and the machine.
 
     With a candidate: per shape the candidate's, fastgru_prepared's and fastgru's median µs, the
@@ -761,13 +771,13 @@ def table(records, facts=None):
     )
 
 
-def save_json(records, path, facts=None):
+def save_json(records: list, path, facts: dict | None = None) -> None:
     """Write ``{"machine": machine(), "records": records}`` to ``path`` as JSON."""
     facts = machine() if facts is None else facts
     Path(path).write_text(json.dumps({"machine": facts, "records": records}, indent=1) + "\n")
 
 
-def plot(records, path):
+def plot(records: list, path) -> None:
     """A bar chart of the records' median times per shape and implementation (log scale), as a PNG
     at ``path``, like the README's chart.
 

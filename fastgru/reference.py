@@ -102,7 +102,7 @@ def gru_cell(
     activations_beta=(),
     clip=math.inf,
     linear_before_reset=False,
-):
+) -> np.ndarray:
     """GRUCell-3: one GRU step of every row.
 
     Parameters
@@ -192,7 +192,7 @@ def gru_sequence(
     activations_beta=(),
     clip=math.inf,
     linear_before_reset=False,
-):
+) -> tuple[np.ndarray, np.ndarray]:
     """GRUSequence-5: a GRU over every row's valid prefix, in one or both directions.
 
     Parameters
@@ -248,7 +248,9 @@ def gru_sequence(
     return Y.astype(dtype), Ho.astype(dtype)
 
 
-def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=None):
+def augru_sequence(
+    X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hidden_size=None
+) -> tuple[np.ndarray, np.ndarray]:
     """AUGRUSequence-10: a forward GRU whose update gate is scaled by an attention score, z' = (1 - a) z.
 
     sigmoid and tanh, no clip, linear_before_reset False; ``a = A[:, t, 0]``, not clamped. The rank of

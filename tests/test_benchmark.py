@@ -266,6 +266,35 @@ def test_the_rounds_rotate_and_the_candidate_is_timed_by_the_same_loop(monkeypat
     assert all(len(medians) == 3 for medians in records[0]["round_seconds"].values())
 
 
+def test_the_timing_loop_itself_costs_a_microsecond_or_so():
+    """A candidate that returns a kept result measures the loop's own cost, which every
+    implementation pays alike: nothing of the check or the command line is in it."""
+    kept = {}
+
+    def cached(*args, **attributes):
+        if not kept:
+            kept["result"] = reference.gru_sequence(*args, **attributes)
+        return kept["result"]
+
+    (record,) = benchmark.compare(cached, suite="tiny-v1", rounds=3, seconds=0.003)
+    assert record["seconds"]["candidate"] < 20e-6  # 0.5 µs on the 2-core test machine
+
+
+def test_a_candidate_that_raises_stops_the_run_naming_the_shape():
+    def broken(*args, **attributes):
+        raise RuntimeError("not implemented yet")
+
+    with pytest.raises(RuntimeError, match="not implemented yet") as raised:
+        benchmark.compare(broken, op="gru_cell", suite="tiny-v1", **QUICK)
+    if hasattr(raised.value, "__notes__"):
+        assert raised.value.__notes__ == ["fastgru.benchmark: raised by the candidate on tiny-v1 cell-b1-s1-i4-h4-lbr0"]
+
+
+def test_a_float16_candidate_is_held_to_two_units_of_float16():
+    (record,) = benchmark.compare(reference.gru_cell, op="gru_cell", suite="tiny-v1", dtype="float16", **QUICK)
+    assert record["ok"] and record["tolerance"] == [2 * 2.0**-10, 2e-5] and record["dtype"] == "float16"
+
+
 def test_compare_refuses_bad_settings():
     with pytest.raises(fastgru.FastGRUError, match="not both"):
         benchmark.compare(reference.gru_sequence, prepared=fastgru.GRUSequence, suite="tiny-v1")
