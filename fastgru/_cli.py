@@ -67,7 +67,7 @@ def bench(args, parser):
     results differ from fastgru's."""
     import fastgru
 
-    from .benchmark import CandidateMismatch, compare, load, plot, save_json, table
+    from .benchmark import CandidateMismatch, compare, load, plot, save_json, suite_shapes, table
 
     if args.list_suites:
         print(suites_table())
@@ -89,6 +89,13 @@ def bench(args, parser):
     if args.rtol is not None or args.atol is not None:
         rtol, atol = TOLERANCES[args.dtype]
         tolerance = (rtol if args.rtol is None else args.rtol, atol if args.atol is None else args.atol)
+    try:  # the settings, before anything runs; a FastGRUError of the candidate's own is no usage error
+        for name in args.suite or []:
+            suite_shapes(name, op)
+    except FastGRUError as exc:
+        parser.error(str(exc))
+    if rounds < 1 or seconds <= 0:
+        parser.error(f"--rounds {rounds} --seconds {seconds}: expected at least one round and a positive budget")
     if args.threads is not None:
         fastgru.set_num_threads(args.threads)
     progress = sys.stderr
@@ -112,8 +119,6 @@ def bench(args, parser):
         if args.json:
             save_json(mismatch.records, args.json)
         return 1
-    except FastGRUError as exc:
-        parser.error(str(exc))
     print(table(records), end="")
     if args.json:
         save_json(records, args.json)

@@ -428,7 +428,8 @@ def _check(shape, dtype, got, want, inputs, theirs, tolerance, label):
         got = (got,)
     if len(got) != len(names):
         expected = names[0] if len(names) == 1 else f"({', '.join(names)})"
-        return {}, math.inf, [f"{label}: the candidate returned {len(got)} results; expected {expected}."]
+        count = f"{len(got)} result{'' if len(got) == 1 else 's'}"
+        return {}, math.inf, [f"{label}: the candidate returned {count}; expected {expected}."]
     for name, g, w in zip(names, got, want):
         try:
             g = np.asarray(g)
@@ -448,7 +449,7 @@ def _check(shape, dtype, got, want, inputs, theirs, tolerance, label):
         both_nan = np.isnan(g64) & np.isnan(w64)
         bad = ~((difference <= bound) | both_nan)
         finite = np.isfinite(difference)
-        differences[name] = float(difference[finite].max()) if finite.any() else 0.0
+        differences[name] = float(difference[finite].max()) if finite.any() else None  # None: no finite value
         if finite.any():
             share = max(share, float((difference[finite] / bound[finite]).max()))
         if (~finite & ~both_nan).any():

@@ -226,7 +226,7 @@ def test_the_candidate_gets_its_own_copies_of_exactly_fastgrus_arguments():
 @pytest.mark.parametrize(
     "bad, message",
     [
-        (lambda *a, **k: reference.gru_sequence(*a, **k)[1], r"returned 1 results; expected \(Y, Ho\)"),
+        (lambda *a, **k: reference.gru_sequence(*a, **k)[1], r"returned 1 result; expected \(Y, Ho\)"),
         (
             lambda *a, **k: tuple(r.astype(np.float64) for r in reference.gru_sequence(*a, **k)),
             r"Y is float64; expected float32",
@@ -379,6 +379,7 @@ def test_the_command_line_takes_a_prepared_candidate(capsys):
             "has no augru_sequence shape",
         ),
         (["--candidate", "a:b", "--prepared", "c:d"], "not allowed with argument"),
+        (["--rounds", "0"], "expected at least one round and a positive budget"),
     ],
 )
 def test_command_line_errors_exit_2_with_a_message(capsys, argv, message):
@@ -386,6 +387,18 @@ def test_command_line_errors_exit_2_with_a_message(capsys, argv, message):
         _cli.main(["bench", *argv])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_candidates_own_fastgru_error_is_its_traceback_not_a_usage_error(tmp_path):
+    path = tmp_path / "cut.py"
+    path.write_text(
+        "import fastgru\n\n\ndef gru(X, H0, lengths, W, R, B, **attributes):\n"
+        "    return fastgru.gru_sequence(X, H0, lengths, W[:, :3], R, B, **attributes)\n"
+    )
+    with pytest.raises(fastgru.FastGRUError, match=r"^gru_sequence: W has shape \(1, 3, 4\)") as raised:
+        _cli.main(["bench", "--candidate", f"{path}:gru", "--suite", "tiny-v1", *CLI_QUICK])
+    if hasattr(raised.value, "__notes__"):
+        assert raised.value.__notes__ == ["fastgru.benchmark: raised by the candidate on tiny-v1 seq-b1-s1-i4-h4-lbr0"]
 
 
 def test_plot_without_matplotlib_says_so_before_running(capsys, monkeypatch):
