@@ -14,7 +14,7 @@ import pytest
 from conftest import machine_info
 from peers import IMPLS, Case, Shape, Unavailable
 
-from fastgru.benchmark import SUITES
+from fastgru.benchmark import SUITES, TOLERANCES
 
 #: Every shape of fastgru's named suites (``python -m fastgru bench --list-suites``), so that the
 #: README's tables and ``python -m fastgru bench`` name the same shapes; SUITE_OF names each one's suite.
@@ -52,12 +52,14 @@ def _as_tuple(result):
 
 
 def _check(shape, impl, result, want):
-    """The implementation computes the same thing (float32 tolerance), once per shape."""
+    """The implementation computes the same thing (the float32 tolerance of ``python -m fastgru bench``:
+    fastgru.benchmark.TOLERANCES), once per shape."""
+    rtol, atol = TOLERANCES["float32"]
     got = _as_tuple(result)
     assert len(got) == len(want), impl
     for g, w in zip(got, want):
         np.testing.assert_allclose(
-            np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=1e-4, atol=2e-5, err_msg=f"{impl} on {shape.id}"
+            np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=rtol, atol=atol, err_msg=f"{impl} on {shape.id}"
         )
 
 

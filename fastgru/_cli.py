@@ -67,7 +67,7 @@ def bench(args, parser):
     results differ from fastgru's."""
     import fastgru
 
-    from .benchmark import CandidateMismatch, compare, load, plot, save_json, suite_shapes, table
+    from .benchmark import CandidateMismatch, compare, load, plot, save_json, select, table
 
     if args.list_suites:
         print(suites_table())
@@ -90,10 +90,12 @@ def bench(args, parser):
         rtol, atol = TOLERANCES[args.dtype]
         tolerance = (rtol if args.rtol is None else args.rtol, atol if args.atol is None else args.atol)
     try:  # the settings, before anything runs; a FastGRUError of the candidate's own is no usage error
-        for name in args.suite or []:
-            suite_shapes(name, op)
+        chosen = {name for name, _ in select(args.suite, op)}
     except FastGRUError as exc:
         parser.error(str(exc))
+    for name in args.suite or []:
+        if name not in chosen:
+            print(f"fastgru bench: {name} has no {op} shape: left out", file=sys.stderr)
     if rounds < 1 or seconds <= 0:
         parser.error(f"--rounds {rounds} --seconds {seconds}: expected at least one round and a positive budget")
     if args.threads is not None:

@@ -229,6 +229,41 @@ def suite_shapes(name: str, op: str | None = None) -> tuple[Shape, ...]:
     return shapes
 
 
+def select(suite: str | Sequence[str] | None = None, op: str | None = None) -> list:
+    """The (suite name, shape) pairs that `compare` runs: the shapes of ``op`` (every op when None)
+    in each named suite, by default in every suite that has some. Of several suites, one without
+    shapes of ``op`` adds none.
+
+    Raises
+    ------
+    FastGRUError
+        When a suite or the op is unknown, or no named suite has a shape of ``op``.
+
+    Examples
+    --------
+    >>> from fastgru import benchmark
+    >>> [(name, shape.id) for name, shape in benchmark.select(["latency-v1", "dien-v1"], "augru_sequence")]
+    [('dien-v1', 'augru-b128-s50-i36-h36-lbr0')]
+    """
+    if op is not None and op not in OPS:
+        raise FastGRUError(f"benchmark: op {op!r} is unknown; expected one of {', '.join(OPS)}.")
+    if suite is None:
+        suites = [key for key, shapes in SUITES.items() if op is None or any(s.op == op for s in shapes)]
+    else:
+        suites = [suite] if isinstance(suite, str) else list(suite)
+    for key in suites:
+        suite_shapes(key)  # a known name
+    runs = [(key, shape) for key in suites for shape in SUITES[key] if op is None or shape.op == op]
+    if not runs:
+        if len(suites) == 1:
+            suite_shapes(suites[0], op)  # raises, naming the suites that have such shapes
+        having = [key for key, shapes in SUITES.items() if any(s.op == op for s in shapes)]
+        raise FastGRUError(
+            f"benchmark: suites {', '.join(suites)} have no {op} shape; suites with {op} shapes: {', '.join(having)}."
+        )
+    return runs
+
+
 #: (rtol, atol) of a candidate against fastgru, per dtype: a value passes when
 #: |candidate - fastgru| <= atol + rtol·|fastgru|. Both sides round differently from the exact
 #: value (fastgru's tests hold it to the NumPy reference at 1e-5, 2e-6 in float32 on small shapes),
@@ -521,7 +556,7 @@ def compare(
         The op the candidate computes; the suite's shapes of this op are run. None (only without a
         candidate) runs every shape of the suite.
     suite : str or sequence of str, optional
-        A name of `SUITES`, or several; by default every suite with shapes of ``op``.
+        A name of `SUITES`, or several; by default every suite with shapes of ``op`` (`select`).
     dtype : {"float32", "float64", "float16", "bfloat16"}
         The dtype of every floating-point input.
     rounds : int
@@ -592,11 +627,7 @@ def compare(
         raise FastGRUError(f"benchmark: seconds is {seconds!r}; expected a number > 0.")
     dtype = _dtype(dtype)
     rtol, atol = TOLERANCES[dtype.name] if tolerance is None else (float(tolerance[0]), float(tolerance[1]))
-    if suite is None:
-        suites = [key for key, shapes in SUITES.items() if op is None or any(s.op == op for s in shapes)]
-    else:
-        suites = [suite] if isinstance(suite, str) else list(suite)
-    runs = [(key, shape) for key in suites for shape in suite_shapes(key, op)]
+    runs = select(suite, op)
     implementation = candidate if candidate is not None else prepared
     # Every kernel path of the ops, compiled or loaded now: a path first taken in a timed call
     # (the partner thread awake or asleep picks another) must not compile there.

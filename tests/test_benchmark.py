@@ -152,6 +152,19 @@ def test_the_arguments_are_those_of_fastgrus_function_in_openvinos_layout(op):
 def test_unknown_suites_and_ops_are_refused(name, op, message):
     with pytest.raises(fastgru.FastGRUError, match=message):
         benchmark.suite_shapes(name, op)
+    with pytest.raises(fastgru.FastGRUError, match=message):
+        benchmark.select(name, op)
+
+
+def test_of_several_suites_those_without_shapes_of_the_op_add_none():
+    assert [shape.id for _, shape in benchmark.select(["throughput-v1", "dien-v1"], "gru_cell")] == [
+        "cell-b64-s1-i256-h256-lbr0",
+        "cell-b64-s1-i256-h256-lbr1",
+    ]
+    assert [name for name, _ in benchmark.select(op="augru_sequence")] == ["dien-v1", "tiny-v1"]
+    assert len(benchmark.select()) == sum(map(len, benchmark.SUITES.values()))
+    with pytest.raises(fastgru.FastGRUError, match="suites latency-v1, throughput-v1 have no augru_sequence shape"):
+        benchmark.select(["latency-v1", "throughput-v1"], "augru_sequence")
 
 
 # ------------------------------------------------------------------------------------ candidates
@@ -331,11 +344,13 @@ def test_the_loader_finds_modules_files_and_dotted_names(tmp_path):
 def test_the_command_line_times_a_correct_candidate(capsys, tmp_path):
     plot = importlib.util.find_spec("matplotlib") is not None  # optional: the test extra has no matplotlib
     argv = ["bench", "--candidate", "fastgru.reference:gru_cell", "--op", "gru_cell", "--suite", "tiny-v1", *CLI_QUICK]
+    argv += ["--suite", "dien-v1"]  # no gru_cell shape: left out, with a note
     argv += ["--json", str(tmp_path / "r.json")] + (["--plot", str(tmp_path / "r.png")] if plot else [])
     status = _cli.main(argv)
     out, err = capsys.readouterr()
     assert status == 0, err
-    rows = [line for line in out.splitlines() if line.startswith("| tiny-v1 ")]
+    assert "fastgru bench: dien-v1 has no gru_cell shape: left out" in err
+    rows = [line for line in out.splitlines() if line.startswith("| tiny-v1 ") or line.startswith("| dien-v1 ")]
     assert len(rows) == 1 and rows[0].startswith("| tiny-v1 | cell-b1-s1-i4-h4-lbr0 | ")
     cells = rows[0].split("|")
     assert float(cells[8]) > 0 and float(cells[9]) > 0  # candidate / fastgru_prepared, candidate / fastgru
