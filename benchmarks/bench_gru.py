@@ -14,23 +14,12 @@ import pytest
 from conftest import machine_info
 from peers import IMPLS, Case, Shape, Unavailable
 
-SHAPES = [
-    Shape("gru_sequence", 1, 100, 64, 128, lbr=False),
-    Shape("gru_sequence", 1, 100, 64, 128, lbr=True),
-    Shape("gru_sequence", 1, 100, 64, 256, lbr=False),
-    Shape("gru_sequence", 1, 100, 64, 256, lbr=True),
-    Shape("gru_sequence", 1, 100, 64, 512, lbr=False),
-    Shape("gru_sequence", 1, 100, 64, 512, lbr=True),
-    Shape("gru_sequence", 64, 100, 256, 256),
-    Shape("gru_sequence", 16, 50, 128, 256, direction="bidirectional"),
-    Shape("gru_sequence", 128, 50, 36, 36),
-    Shape("augru_sequence", 128, 50, 36, 36),
-    Shape("gru_cell", 1, 1, 256, 256),
-    Shape("gru_cell", 1, 1, 256, 256, lbr=True),  # torch's GRUCell computes linear_before_reset only
-    Shape("gru_cell", 64, 1, 256, 256),
-    Shape("gru_cell", 64, 1, 256, 256, lbr=True),
-    Shape("gru_sequence", 1, 1, 4, 4),
-]
+from fastgru.benchmark import SUITES, TOLERANCES
+
+#: Every shape of fastgru's named suites (``python -m fastgru bench --list-suites``), so that the
+#: README's tables and ``python -m fastgru bench`` name the same shapes; SUITE_OF names each one's suite.
+SHAPES = [shape for shapes in SUITES.values() for shape in shapes]
+SUITE_OF = {shape.id: name for name, shapes in SUITES.items() for shape in shapes}
 
 #: Seconds of timed calls per (shape, implementation, round), in calls of one run each.
 BUDGET = 0.1
@@ -63,12 +52,14 @@ def _as_tuple(result):
 
 
 def _check(shape, impl, result, want):
-    """The implementation computes the same thing (float32 tolerance), once per shape."""
+    """The implementation computes the same thing (the float32 tolerance of ``python -m fastgru bench``:
+    fastgru.benchmark.TOLERANCES), once per shape."""
+    rtol, atol = TOLERANCES["float32"]
     got = _as_tuple(result)
     assert len(got) == len(want), impl
     for g, w in zip(got, want):
         np.testing.assert_allclose(
-            np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=1e-4, atol=2e-5, err_msg=f"{impl} on {shape.id}"
+            np.asarray(g, dtype=np.float64), w.astype(np.float64), rtol=rtol, atol=atol, err_msg=f"{impl} on {shape.id}"
         )
 
 
@@ -89,7 +80,9 @@ def bench_gru(benchmark, shape, impl, round_):
     once = max(time.perf_counter() - start, 1e-7)
     rounds = int(min(2000, max(5, BUDGET / once)))
     benchmark.extra_info.update(machine_info())
-    benchmark.extra_info.update(shape=shape.id, impl=impl, flops=shape.flops, round=round_, mode="back-to-back")
+    benchmark.extra_info.update(
+        shape=shape.id, suite=SUITE_OF[shape.id], impl=impl, flops=shape.flops, round=round_, mode="back-to-back"
+    )
     benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=min(3, rounds))
 
 
@@ -117,6 +110,7 @@ def bench_gru_spaced(benchmark, shape, impl, round_):
     benchmark.extra_info.update(machine_info())
     benchmark.extra_info.update(
         shape=shape.id,
+        suite=SUITE_OF[shape.id],
         impl=impl,
         flops=shape.flops,
         round=round_,

@@ -1,4 +1,4 @@
-"""Benchmark session set-up: tests/ on the path (the NumPy reference, the AUGRU IR recipe), and
+"""Benchmark session set-up: tests/ on the path (the AUGRU IR recipe of tests/openvino_oracle.py), and
 the machine facts every result records."""
 
 import os

@@ -7,59 +7,25 @@ the one correctness check per shape. A builder raises ``Unavailable`` when its r
 installed or does not implement the case.
 """
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 
 import fastgru
+from fastgru.benchmark import Shape  # noqa: F401 - the shapes' type, for the benchmarks
 
 
 class Unavailable(Exception):
     """This implementation cannot run this case here."""
 
 
-@dataclass(frozen=True)
-class Shape:
-    op: str  # "gru_sequence", "augru_sequence" or "gru_cell"
-    batch: int
-    seq: int
-    inputs: int
-    hidden: int
-    direction: str = "forward"
-    lbr: bool = False
-
-    @property
-    def directions(self):
-        return 2 if self.direction == "bidirectional" else 1
-
-    @property
-    def flops(self):
-        """2·B·T·3H·(I+H)·D: the multiply-adds of the input and recurrent products."""
-        return 2 * self.batch * self.seq * 3 * self.hidden * (self.inputs + self.hidden) * self.directions
-
-    @property
-    def id(self):
-        name = {"gru_sequence": "seq", "augru_sequence": "augru", "gru_cell": "cell"}[self.op]
-        direction = {"forward": "", "reverse": "-rev", "bidirectional": "-bidi"}[self.direction]
-        return f"{name}-b{self.batch}-s{self.seq}-i{self.inputs}-h{self.hidden}{direction}-lbr{int(self.lbr)}"
-
-
 class Case:
-    """Random float32 inputs of a shape, in OpenVINO's layout (weights uniform in ±1/sqrt(H))."""
+    """Random float32 inputs of a shape, in OpenVINO's layout (weights uniform in ±1/sqrt(H)): the
+    data of ``fastgru.benchmark``'s suites (``Shape.draw``), so that every table times the same values."""
 
     def __init__(self, shape, seed=0):
-        rng = np.random.default_rng(seed)
-        n, s, i, h, d = shape.batch, shape.seq, shape.inputs, shape.hidden, shape.directions
-        scale = 1 / math.sqrt(h)
         self.shape = shape
-        self.X = rng.standard_normal((n, s, i), dtype=np.float32)
-        self.H0 = rng.standard_normal((n, d, h), dtype=np.float32) * 0.5
-        self.lengths = np.full(n, s, dtype=np.int32)
-        self.W = rng.uniform(-scale, scale, (d, 3 * h, i)).astype(np.float32)
-        self.R = rng.uniform(-scale, scale, (d, 3 * h, h)).astype(np.float32)
-        self.B = rng.uniform(-scale, scale, (d, (4 if shape.lbr else 3) * h)).astype(np.float32)
-        self.A = rng.uniform(0, 1, (n, s, 1)).astype(np.float32)
+        drawn = shape.draw(seed)
+        self.X, self.H0, self.lengths = drawn["X"], drawn["H0"], drawn["lengths"]
+        self.W, self.R, self.B, self.A = drawn["W"], drawn["R"], drawn["B"], drawn["A"]
 
     @property
     def attrs(self):

@@ -27,7 +27,7 @@ def markers(name):
 
 
 #: extra_info keys that describe one benchmark, not the machine.
-_PER_BENCHMARK = ("shape", "impl", "flops", "round", "mode", "pause_ms")
+_PER_BENCHMARK = ("shape", "suite", "impl", "flops", "round", "mode", "pause_ms")
 
 
 def load(path):

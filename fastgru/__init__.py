@@ -1,5 +1,6 @@
 """fastgru: Numba-compiled CPU kernels for OpenVINO's GRUCell-3, GRUSequence-5 and AUGRUSequence-10."""
 
+from . import benchmark, reference
 from ._api import augru_sequence, gru_cell, gru_sequence
 from ._import_onnx import OnnxGRU, from_onnx
 from ._import_openvino import from_openvino
@@ -23,12 +24,14 @@ __all__ = [
     "TorchGRU",
     "__version__",
     "augru_sequence",
+    "benchmark",
     "from_onnx",
     "from_openvino",
     "from_torch",
     "get_num_threads",
     "gru_cell",
     "gru_sequence",
+    "reference",
     "set_num_threads",
     "threads",
     "warmup",

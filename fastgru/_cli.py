@@ -1,25 +1,18 @@
-"""``python -m fastgru info|bench``: what fastgru runs on here, and how fast."""
+"""``python -m fastgru info|bench``: what fastgru runs on here, how fast, and how fast against your own kernel."""
 
 import argparse
+import importlib.util
 import os
 import platform
 import sys
-import time
 
 import numpy as np
 
-#: The quick latency table of ``bench``: (name, op, batch, steps, input_size, hidden_size, direction).
-BENCH_SHAPES = [
-    ("tiny", "gru_sequence", 1, 1, 4, 4, "forward"),
-    ("cell-b1", "gru_cell", 1, 1, 256, 256, "forward"),
-    ("cell-b64", "gru_cell", 64, 1, 256, 256, "forward"),
-    ("seq-b1-h128", "gru_sequence", 1, 100, 64, 128, "forward"),
-    ("seq-b1-h256", "gru_sequence", 1, 100, 64, 256, "forward"),
-    ("seq-b1-h512", "gru_sequence", 1, 100, 64, 512, "forward"),
-    ("seq-b16-bidi", "gru_sequence", 16, 50, 128, 256, "bidirectional"),
-    ("seq-b64", "gru_sequence", 64, 100, 256, 256, "forward"),
-    ("augru-b128", "augru_sequence", 128, 50, 36, 36, "forward"),
-]
+from ._validate import FastGRUError
+from .benchmark import OPS, SUITE_NOTES, SUITES, TOLERANCES
+
+#: The shapes of ``bench`` without a candidate or options, (suite, shape): every suite's.
+BENCH_SHAPES = [(name, shape) for name, shapes in SUITES.items() for shape in shapes]
 
 
 def info():
@@ -68,77 +61,85 @@ def info():
     return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in lines.items())
 
 
-def bench(seconds=0.2, dtype="float32"):
-    """Median latency of fastgru's prepared ops and functions on BENCH_SHAPES, as a markdown table
-    on standard output, with a progress bar on standard error."""
+def bench(args, parser):
+    """``bench``: fastgru alone, or a candidate side by side with fastgru, on the suites; the table
+    on standard output, progress on standard error. Returns the exit status: 1 when the candidate's
+    results differ from fastgru's."""
     import fastgru
 
-    out, progress = sys.stdout, sys.stderr
-    rows = []
-    compile_start = time.perf_counter()
-    fastgru.warmup(dtypes=[dtype])
-    _progress(progress, 0, len(BENCH_SHAPES), f"kernels ready in {time.perf_counter() - compile_start:.1f} s")
-    for k, shape in enumerate(BENCH_SHAPES):
-        name, op, n, s, i, h, direction = shape
-        prepared_op, prepared, function = _calls(np.random.default_rng(k), np.dtype(dtype), op, n, s, i, h, direction)
-        flops = prepared_op._packed.flops(n, s)
-        times = [_median(call, seconds / 2) for call in (prepared, function)]
-        rows.append(
-            f"| {name} | {n}-{s}-{i}-{h} | {times[0] * 1e6:,.1f} | {times[1] * 1e6:,.1f} | "
-            f"{flops / times[0] / 1e9:.3g} |"
+    from .benchmark import CandidateMismatch, compare, load, plot, save_json, select, table
+
+    if args.list_suites:
+        print(suites_table())
+        return 0
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
+    spec = args.candidate or args.prepared
+    implementation = None
+    if spec:
+        try:
+            implementation = load(spec)
+        except (ImportError, FastGRUError) as exc:
+            parser.error(f"--{'candidate' if args.candidate else 'prepared'} {spec}: {exc}")
+    op = args.op or ("gru_sequence" if spec else None)
+    rounds, seconds = (3, 0.06) if args.quick else (5, 0.25)
+    rounds = args.rounds if args.rounds is not None else rounds
+    seconds = args.seconds if args.seconds is not None else seconds
+    tolerance = None
+    if args.rtol is not None or args.atol is not None:
+        rtol, atol = TOLERANCES[args.dtype]
+        tolerance = (rtol if args.rtol is None else args.rtol, atol if args.atol is None else args.atol)
+    try:  # the settings, before anything runs; a FastGRUError of the candidate's own is no usage error
+        chosen = {name for name, _ in select(args.suite, op)}
+    except FastGRUError as exc:
+        parser.error(str(exc))
+    for name in args.suite or []:
+        if name not in chosen:
+            print(f"fastgru bench: {name} has no {op} shape: left out", file=sys.stderr)
+    if rounds < 1 or seconds <= 0:
+        parser.error(f"--rounds {rounds} --seconds {seconds}: expected at least one round and a positive budget")
+    if args.threads is not None:
+        fastgru.set_num_threads(args.threads)
+    progress = sys.stderr
+    try:
+        records = compare(
+            None if args.prepared else implementation,
+            prepared=implementation if args.prepared else None,
+            op=op,
+            suite=args.suite,
+            dtype=args.dtype,
+            rounds=rounds,
+            seconds=seconds,
+            tolerance=tolerance,
+            name=spec,
+            progress=lambda done, total, label: _progress(progress, done, total, label),
         )
-        _progress(progress, k + 1, len(BENCH_SHAPES), name)
-    print(f"fastgru {fastgru.__version__}, {dtype}, {fastgru.get_num_threads()} threads, median µs per call", file=out)
-    print("| shape | batch-seq-input-hidden | prepared op (out=) | function | GFLOP/s (prepared) |", file=out)
-    print("|---|---|---|---|---|", file=out)
-    print("\n".join(rows), file=out)
+    except CandidateMismatch as mismatch:
+        print(f"fastgru bench: {spec} is wrong; nothing was timed:", file=sys.stderr)
+        for line in mismatch.failures:
+            print(f"FAIL {line}", file=sys.stderr)
+        if args.json:
+            save_json(mismatch.records, args.json)
+        return 1
+    print(table(records), end="")
+    if args.json:
+        save_json(records, args.json)
+    if args.plot:
+        plot(records, args.plot)
+    return 0
 
 
-def _calls(rng, dtype, op, n, s, i, h, direction):
-    """The prepared op, a call of it with out= and a call of the function, on random inputs of the shape."""
-    import fastgru
-
-    d = 2 if direction == "bidirectional" else 1
-    scale = 1 / np.sqrt(h)
-    w = rng.uniform(-scale, scale, (d, 3 * h, i)).astype(dtype)
-    r = rng.uniform(-scale, scale, (d, 3 * h, h)).astype(dtype)
-    b = rng.uniform(-scale, scale, (d, 3 * h)).astype(dtype)
-    x = rng.standard_normal((n, s, i)).astype(dtype)
-    h0 = np.zeros((n, d, h), dtype)
-    lengths = np.full(n, s)
-    if op == "gru_cell":
-        cell, x1, state = fastgru.GRUCell(w[0], r[0], b[0]), x[:, 0], h0[:, 0].copy()
-        return cell, (lambda: cell(x1, state, out=state)), (lambda: fastgru.gru_cell(x1, state, w[0], r[0], b[0]))
-    if op == "augru_sequence":
-        a = rng.uniform(size=(n, s, 1)).astype(dtype)
-        augru = fastgru.AUGRUSequence(w, r, b)
-        outs = augru(x, h0, lengths, a)
-        return (
-            augru,
-            (lambda: augru(x, h0, lengths, a, out=outs)),
-            (lambda: fastgru.augru_sequence(x, h0, lengths, w, r, b, a)),
-        )
-    seq = fastgru.GRUSequence(w, r, b, direction=direction)
-    outs = seq(x, h0, lengths)
-    return (
-        seq,
-        (lambda: seq(x, h0, lengths, out=outs)),
-        (lambda: fastgru.gru_sequence(x, h0, lengths, w, r, b, direction=direction)),
-    )
-
-
-def _median(call, seconds):
-    """Median seconds of ``call`` over about ``seconds`` of calls, after two warm-up calls."""
-    call()
-    start = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - start, 1e-7)
-    times = []
-    for _ in range(int(min(20000, max(5, seconds / once)))):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def suites_table():
+    """The suites as a markdown table: per shape its op, sizes, FLOPs and float32 weight bytes."""
+    lines = ["| suite | shape | op | batch-seq-input-hidden | FLOPs | weights (float32) |", "|---" * 6 + "|"]
+    for name, shapes in SUITES.items():
+        for shape in shapes:
+            lines.append(
+                f"| {name} | {shape.id} | {shape.op} | {shape.batch}-{shape.seq}-{shape.inputs}-{shape.hidden} | "
+                f"{shape.flops:,} | {shape.weight_bytes() / 1024:,.1f} KiB |"
+            )
+    notes = "\n".join(f"- {name}: {note}" for name, note in SUITE_NOTES.items())
+    return "\n".join(lines) + "\n\n" + notes
 
 
 def _progress(stream, done, total, label):
@@ -153,17 +154,54 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m fastgru", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="versions, threading layer, SIMD level, cache folder")
-    timing = commands.add_parser("bench", help="a quick latency table of fastgru on this machine")
-    timing.add_argument("--seconds", type=float, default=0.2, help="timing budget per shape and call (default 0.2)")
+    timing = commands.add_parser(
+        "bench",
+        help="a latency table of fastgru, or of your kernel side by side with fastgru (--candidate)",
+        description="Time fastgru's prepared ops and functions on the named suites; with --candidate or "
+        "--prepared, check your implementation against fastgru on every shape first (exit status 1 if it "
+        "differs), then time it side by side. docs/benchmarking.md has the details.",
+    )
+    given = timing.add_mutually_exclusive_group()
+    given.add_argument(
+        "--candidate",
+        metavar="MODULE:FUNCTION",
+        help="a function called with the arguments of fastgru's function of --op (MODULE may be a .py path)",
+    )
+    given.add_argument(
+        "--prepared",
+        metavar="MODULE:FACTORY",
+        help="a factory called with the weights and attributes, as fastgru's prepared op, returning the callable",
+    )
+    timing.add_argument(
+        "--op", choices=OPS, default=None, help="the op of the candidate (default gru_sequence; alone: every op)"
+    )
+    timing.add_argument(
+        "--suite",
+        action="append",
+        choices=list(SUITES),
+        help="a suite to run, repeatable (default: every suite with shapes of the op)",
+    )
+    timing.add_argument("--list-suites", action="store_true", help="print the suites' shapes, FLOPs and weight bytes")
     timing.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"])
-    timing.add_argument("--threads", type=int, default=None, help="threads per call (default: all cores)")
+    timing.add_argument("--threads", type=int, default=None, help="fastgru's threads per call (default: all cores)")
+    timing.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5; --quick 3)")
+    timing.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="timing budget per implementation and shape, over all rounds (default 0.25; --quick 0.06)",
+    )
+    timing.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 rounds and 0.06 s per implementation and shape: a rough table in a third of the time",
+    )
+    timing.add_argument("--rtol", type=float, default=None, help="relative tolerance instead of the dtype's")
+    timing.add_argument("--atol", type=float, default=None, help="absolute tolerance instead of the dtype's")
+    timing.add_argument("--json", metavar="PATH", help="write the records and the machine's facts as JSON")
+    timing.add_argument("--plot", metavar="PATH", help="write a bar chart of the times as PNG (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.command == "info":
         print(info())
-    else:
-        import fastgru
-
-        if args.threads is not None:
-            fastgru.set_num_threads(args.threads)
-        bench(args.seconds, args.dtype)
-    return 0
+        return 0
+    return bench(args, timing)

@@ -1,13 +1,13 @@
-"""fastgru.augru_sequence against the NumPy reference (tests/reference.py): both layouts of
+"""fastgru.augru_sequence against the NumPy reference (fastgru/reference.py): both layouts of
 docs/semantics.md, "Inputs and their shapes", every dtype and T2 dtype, ragged and empty sizes,
 attention outside [0, 1], and where NaN and inf may and may not go."""
 
 import numpy as np
 import pytest
-import reference
 from conftest import DTYPES, assert_close, make_case, run_both
 
 import fastgru
+from fastgru import reference
 
 LAYOUTS = ["documented", "openvino"]
 T2_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]

@@ -1,4 +1,4 @@
-"""fastgru.gru_cell against the NumPy reference (tests/reference.py): every dtype, both
+"""fastgru.gru_cell against the NumPy reference (fastgru/reference.py): every dtype, both
 linear_before_reset variants, with and without B, every activation pair, clip, odd sizes."""
 
 import itertools
@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-import reference
 from conftest import DTYPES, assert_close, make_case, run_both
 
 import fastgru
+from fastgru import reference
 
 ACTIVATION_PAIRS = list(itertools.product(["relu", "sigmoid", "tanh"], repeat=2))
 

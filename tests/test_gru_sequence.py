@@ -1,4 +1,4 @@
-"""fastgru.gru_sequence against the NumPy reference (tests/reference.py): every direction, dtype,
+"""fastgru.gru_sequence against the NumPy reference (fastgru/reference.py): every direction, dtype,
 activation pair, clip, linear_before_reset, sequence-length pattern and T2 dtype, odd and empty
 sizes, and where NaN and inf may and may not go (docs/semantics.md)."""
 
@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
-import reference
 from conftest import DTYPES, assert_close, make_case, run_both
 
 import fastgru
+from fastgru import reference
 
 DIRECTIONS = ["forward", "reverse", "bidirectional"]
 ACTIVATION_PAIRS = list(itertools.product(["relu", "sigmoid", "tanh"], repeat=2))

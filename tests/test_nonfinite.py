@@ -1,5 +1,5 @@
 """Infinities and NaN in any input follow the formulas in IEEE arithmetic within each row's valid
-steps: fastgru's results are NaN exactly where tests/reference.py, computing in the same dtype,
+steps: fastgru's results are NaN exactly where fastgru/reference.py, computing in the same dtype,
 gives NaN, +inf and -inf exactly where it gives them, and the finite values agree within the
 dtype's tolerance. Values past a row's length never reach the outputs (test_kernel_paths.py)."""
 
@@ -7,10 +7,10 @@ import zlib
 
 import numpy as np
 import pytest
-import reference
 from conftest import assert_close, make_case, reach
 
 import fastgru
+from fastgru import reference
 
 #: NumPy warns of the infinities and NaN the reference computes with; they are the point here.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

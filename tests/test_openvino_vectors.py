@@ -17,10 +17,10 @@ Three cases are not taken by fastgru as OpenVINO takes them, and are checked as 
   match everywhere but in the Ho of that row.
 - augru_sequence_bfloat16: OpenVINO's template plugin computed its expected values in bfloat16
   arithmetic, rounding after every operation. At 9 of its 90 Y values an exact float32 computation
-  rounded once to bfloat16 (tests/reference.py) is outside OpenVINO's tolerance, by up to 16 (it gives
+  rounded once to bfloat16 (fastgru/reference.py) is outside OpenVINO's tolerance, by up to 16 (it gives
   -1224 where OpenVINO expects -1208; the float32 vector of the same inputs expects -1226.21), and
   OpenVINO's own CPU plugin misses the same 9 values, by up to 16 too. There, and only there, fastgru is
-  held to tests/reference.py, at OpenVINO's tolerance.
+  held to fastgru/reference.py, at OpenVINO's tolerance.
 
 The last test runs the same vectors through OpenVINO's CPU plugin, to check the transcription; it is
 skipped where openvino is not installed.
@@ -35,14 +35,13 @@ import pytest
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import openvino_oracle as oracle
-    import reference
 except ImportError:  # tests/ as a package, or --import-mode=importlib from the repository root
     from tests import openvino_oracle as oracle
-    from tests import reference
 
 from conftest import show_lines
 
 import fastgru
+from fastgru import reference
 
 try:
     import ml_dtypes
