@@ -88,11 +88,12 @@ def cache_root():
     return None
 
 
-def kernel(*, exact=False, parallel=False, inline=False):
+def kernel(*, exact=False, parallel=False, inline=False, signature=None):
     """``numba.njit`` with the options above, cached in ``cache_root()`` when there is one;
     ``inline``: inlined into its callers by Numba, so that LLVM sees one function (the stages:
     their loops then share the caller's single scratch array and vectorise without checks of
-    overlap between arguments).
+    overlap between arguments); ``signature``: compiled for these argument types only, now (a
+    call with others raises TypeError instead of compiling).
 
     ``numba.config.CACHE_DIR`` is set to that folder for the decoration only, so that other Numba
     users in the process keep theirs. Concurrent processes may share a folder: Numba writes each
@@ -105,14 +106,15 @@ def kernel(*, exact=False, parallel=False, inline=False):
 
     def decorate(func):
         root = cache_root()
+        jit = numba.njit if signature is None else lambda **kw: numba.njit(signature, **kw)
         if root is None:
-            return numba.njit(**options)(func)
+            return jit(**options)(func)
         saved = numba.config.CACHE_DIR
         numba.config.CACHE_DIR = root
         try:
-            return numba.njit(cache=True, **options)(func)
+            return jit(cache=True, **options)(func)
         except RuntimeError:  # "cannot cache function": the folder went away meanwhile
-            return numba.njit(**options)(func)
+            return jit(**options)(func)
         finally:
             numba.config.CACHE_DIR = saved
 

@@ -5,9 +5,12 @@ inputs, on a fast path of plain comparisons that falls back to the full checks o
 ``_validate.validate_call`` (and their messages) when anything differs from what the op expects.
 """
 
+import threading
+
 import numpy as np
 
 from ._dispatch import NO_ROWS, Packed
+from ._plan import plan_for
 from ._validate import (
     DEFAULT,
     Attributes,
@@ -55,9 +58,18 @@ class _Prepared(Described):
         weights = {name: np.asarray(a) for name, a in weights.items()}
         self.spec = spec = validate(op, layout, weights, attributes)
         self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
+        #: Each thread's plans (``_plan.py``) by X's shape.
+        self._plans = threading.local()
 
     def _call(self, X, initial_hidden_state, sequence_lengths=None, A=None, out=None):
+        plans = self._plans.__dict__
+        plan = plans.get(getattr(X, "shape", None))
+        if plan is not None:
+            results = plan(X, initial_hidden_state, sequence_lengths, A, out)
+            if results is not None:
+                return results[0] if len(results) == 1 else results
         spec = self.spec
+        given = X, initial_hidden_state, sequence_lengths, A
         X, h0 = np.asarray(X), np.asarray(initial_hidden_state)
         if sequence_lengths is not None:
             sequence_lengths = np.asarray(sequence_lengths)
@@ -71,6 +83,9 @@ class _Prepared(Described):
         if out is not None:
             out = check_out(spec, out, self._packed.result_shapes(X.shape[0], X.shape[1] if X.ndim == 3 else 1))
         results = self._packed.compute(X, h0, sequence_lengths, A, out)
+        if len(plans) >= 16:
+            plans.clear()
+        plans[X.shape] = plan_for(self._packed, *given, out)  # the next call of this shape may take it
         return results[0] if len(results) == 1 else results
 
 

@@ -8,6 +8,8 @@ them at run time; the kernels read the geometry once, when they compile.
 FLOPs below are those of the matrix products, 2·N·S·D·3H·(I + H).
 """
 
+import sys
+import types
 from dataclasses import dataclass
 
 # ------------------------------------------------------------------------------- kernel paths
@@ -110,3 +112,18 @@ GEOMETRIES = {
         "6 rows x 2 16-byte vectors (SSE2, NEON): 12 accumulators",
     ),
 }
+
+
+# ------------------------------------------------------------------------------- changes
+class _Table(types.ModuleType):
+    """This module, counting its changes in GENERATION: a plan (``_plan.py``) made under other values
+    of the table is made again (a test or an experiment sets them at run time)."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name != "GENERATION":
+            super().__setattr__("GENERATION", self.GENERATION + 1)
+
+
+GENERATION = 0
+sys.modules[__name__].__class__ = _Table

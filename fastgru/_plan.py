@@ -1,0 +1,153 @@
+"""Plans: the short path of a prepared op's call whose shapes, dtypes and layouts were seen before.
+
+A call goes through the full checks (``_validate``) and conversions (``_dispatch``) the first time
+its shapes come. When its arrays are ones the kernels take as they are (the op's dtype, which is
+the compute dtype, C-contiguous, aligned and writeable), it leaves a **plan** in the calling
+thread: the types and shapes it was checked for, and everything the kernels need beside the
+arrays. A later call of the same X shape on the thread goes straight to the kernel:
+
+- a call that runs on the calling thread anyway (the small ones) is one call of ``run_planned``
+  (``_kernels/planned.py``), compiled for exactly the plan's types: Numba's dispatcher, which
+  looks at each argument's type on every call, is the check of the types (another type raises
+  TypeError, not a compilation), and the kernel compares the shapes and the lengths' values
+  before it writes anything;
+- the others compare shapes, dtypes and flags here, check the lengths' values, and call
+  ``Packed.compute``.
+
+A call that differs in anything gets the full checks, and their messages, as if there were no
+plan, and leaves its own plan; a change of ``_tuning`` remakes the plans.
+"""
+
+import numba
+import numpy as np
+
+from . import _paths, _scratch, _tuning
+from ._dispatch import NO_ROWS
+from ._kernels.planned import PLAN, PLAN_SIZE, SHAPED, planned
+from ._validate import check_lengths
+
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+class Plan:
+    """The short path of one op's calls of one shape on one thread (see the module's docstring)."""
+
+    __slots__ = ("packed", "dtype", "generation", "cell", "shapes", "result_shapes", "s", "run", "job", "fixed")
+
+    def __init__(self, packed, X, h0, lengths, A, results):
+        n = X.shape[0]
+        self.cell = packed.spec.layout == "cell"
+        s = 1 if self.cell else X.shape[1]
+        self.packed, self.dtype, self.generation, self.s = packed, packed.compute_dtype, _tuning.GENERATION, s
+        self.result_shapes = packed.result_shapes(n, s)
+        flops = packed.flops(n, s)
+        d, h = packed.n_dirs, packed.n_hidden
+        pairs = n * d == 1 and h >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
+        if _paths.choose(n, s, d, h, flops) != "serial" or pairs:  # serial whether the partner runs or not
+            self.run = self.job = self.fixed = None
+            self.shapes = tuple(None if a is None else a.shape for a in (X, h0, lengths, A))
+            return
+        call, floats, ints = _paths._plan(packed, n, s, None, 0, n, 1)
+        work, iwork = _scratch.work(floats, ints, self.dtype)
+        kept_lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
+        #: The arrays the job points to, alive as long as the plan.
+        self.fixed = (packed.weights, call, work, iwork, NO_ROWS, kept_lengths, packed._no_att)
+        job = np.zeros(PLAN_SIZE, dtype=np.int64)
+        for name, array in zip(("weights", "call", "work", "iwork", "state_rows", "lengths"), self.fixed):
+            job[PLAN[name]], job[PLAN[name] + 1] = array.ctypes.data, array.size
+        job[PLAN["steps"]] = s
+        job.view(np.float64)[PLAN["clip"]] = packed.clip
+        arrays = (X, h0, kept_lengths if lengths is None else lengths, packed._no_att if A is None else A, *results)
+        arrays = arrays[:5] + (results[-1],)  # y, ho: the cell's Ho is both
+        for k, array in enumerate(arrays):
+            job[PLAN["shapes"] + 4 * k : PLAN["shapes"] + 4 * k + array.ndim] = array.shape
+        self.job = job
+        self.run = planned(numba.int64(*[numba.typeof(a) for a in arrays], numba.typeof(job)))
+        self.shapes = None
+        assert len(arrays) == len(SHAPED)
+
+    def __call__(self, X, h0, lengths, A, out):
+        """The results of a call that matches the plan, else None (nothing was written)."""
+        if self.generation != _tuning.GENERATION:
+            return None
+        if self.job is None:
+            return self._checked(X, h0, lengths, A, out)
+        if out is None:
+            results = tuple([np.empty(shape, self.dtype) for shape in self.result_shapes])
+        elif self.cell:
+            if type(out) is tuple:
+                return None
+            results = (out,)
+        elif type(out) is tuple and len(out) == 2:
+            results = out
+        else:
+            return None
+        if lengths is None:
+            if not self.cell:
+                return None
+            lengths = self.fixed[5]
+        try:
+            if self.run(X, h0, lengths, self.fixed[6] if A is None else A, results[0], results[-1], self.job):
+                return None
+        except TypeError:  # another type than the plan's
+            return None
+        return results
+
+    def _checked(self, X, h0, lengths, A, out):
+        """A call that shares its work: shapes, dtypes and flags compared here, then Packed.compute."""
+        dt = self.dtype
+        x_shape, h_shape, n_shape, a_shape = self.shapes
+        try:
+            if (
+                X.shape != x_shape
+                or X.dtype is not dt
+                or not X.flags.carray
+                or h0.shape != h_shape
+                or h0.dtype is not dt
+                or not h0.flags.carray
+                or (lengths is None) != (n_shape is None)
+                or (A is None) != (a_shape is None)
+            ):
+                return None
+            if lengths is not None and (
+                lengths.shape != n_shape or lengths.dtype not in _INTS or not lengths.flags.c_contiguous
+            ):
+                return None
+            if A is not None and (A.shape != a_shape or A.dtype is not dt or not A.flags.carray):
+                return None
+            if out is None:
+                results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
+            else:
+                results = (out,) if self.cell and type(out) is not tuple else out
+                if type(results) is not tuple or len(results) != len(self.result_shapes):
+                    return None
+                for array, shape in zip(results, self.result_shapes):
+                    if array.shape != shape or array.dtype is not dt or not array.flags.carray:
+                        return None
+        except AttributeError:  # not an array: the full checks say what it is
+            return None
+        if lengths is not None:
+            check_lengths(self.packed.spec.op, lengths, self.s)
+        return self.packed.compute(X, h0, lengths, A, results)
+
+
+def plan_for(packed, X, h0, lengths, A, out):
+    """A Plan for a call that passed the full checks (the caller's own arguments, and its checked
+    outputs or None), or None when its arrays are not ones the kernels take as they are: not
+    ndarrays (lists), or of another dtype or layout, which the full path converts."""
+    dt = packed.compute_dtype
+    if packed.spec.dtype is not dt or numba.config.DISABLE_JIT:
+        return None
+    arrays = [X, h0] + ([] if A is None else [A]) + ([] if out is None else list(out))
+    if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
+        return None
+    if lengths is not None and not (
+        type(lengths) is np.ndarray and lengths.dtype in _INTS and lengths.flags.carray and lengths.ndim == 1
+    ):
+        return None
+    results = out if out is not None else tuple(np.empty(shape, dt) for shape in packed.result_shapes(*_ns(packed, X)))
+    return Plan(packed, X, h0, lengths, A, results)
+
+
+def _ns(packed, X):
+    return X.shape[0], 1 if packed.spec.layout == "cell" else X.shape[1]
