@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from ._dispatch import Packed
 from ._docs import shared_docs
+from ._packs import packed_weights
 from ._validate import DEFAULT, Attributes, augru_layout, validate
 
 
@@ -211,8 +211,8 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
 
 
 def _run(spec, arrays):
-    """Pack the weights for this one call and compute (the prepared ops keep them packed)."""
-    packed = Packed(spec, arrays["W"], arrays["R"], arrays.get("B"))
+    """Compute with the weights packed (``_packs``: kept while the caller's weights are unchanged)."""
+    packed = packed_weights(spec, arrays["W"], arrays["R"], arrays.get("B"))
     return packed.compute(arrays["X"], arrays["initial_hidden_state"], arrays.get("sequence_lengths"), arrays.get("A"))
 
 

@@ -13,6 +13,8 @@ import numpy as np
 from numba import config, njit, types
 from numba.extending import intrinsic
 
+from .._config import kernel
+
 #: Every buffer the kernels stream starts on a cache line: vector loads and stores that cross
 #: lines run 1.3-2x slower, and NumPy promises 16 bytes only.
 LINE_BYTES = 64
@@ -26,6 +28,33 @@ def aligned(size, dtype, zero=False):
     buf = (np.zeros if zero else np.empty)(size + lanes, dtype=dtype)
     first = (-buf.ctypes.data // dtype.itemsize) % lanes
     return buf[first : first + size]
+
+
+@kernel()
+def _equal_words(a, b):
+    """Whether two 1-D arrays of unsigned words of one size hold the same words: differences are
+    gathered per block of a fixed 1024 words (a loop LLVM vectorises), then tested."""
+    n = a.shape[0]
+    blocks = n // 1024
+    for k in range(blocks):
+        diff = a.dtype.type(0)
+        for i in range(k * 1024, k * 1024 + 1024):
+            diff |= a[i] ^ b[i]
+        if diff != 0:
+            return False
+    diff = a.dtype.type(0)
+    for i in range(blocks * 1024, n):
+        diff |= a[i] ^ b[i]
+    return diff == 0
+
+
+def same_bits(a, b):
+    """Whether two C-contiguous arrays of one dtype and shape hold the same bits (NaN payloads
+    included: a NaN equals itself here). Python only; the comparison runs compiled."""
+    words = np.dtype(f"u{a.dtype.itemsize}")
+    return (
+        a.shape == b.shape and a.dtype == b.dtype and _equal_words(a.reshape(-1).view(words), b.reshape(-1).view(words))
+    )
 
 
 def element_pointer(context, builder, array_type, array, index):
