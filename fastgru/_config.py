@@ -88,12 +88,13 @@ def cache_root():
     return None
 
 
-def kernel(*, exact=False, parallel=False, inline=False, signature=None):
+def kernel(*, exact=False, parallel=False, inline=False, signature=None, callback=None):
     """``numba.njit`` with the options above, cached in ``cache_root()`` when there is one;
     ``inline``: inlined into its callers by Numba, so that LLVM sees one function (the stages:
     their loops then share the caller's single scratch array and vectorise without checks of
     overlap between arguments); ``signature``: compiled for these argument types only, now (a
-    call with others raises TypeError instead of compiling).
+    call with others raises TypeError instead of compiling); ``callback``: a C callback of this
+    signature (``numba.cfunc``: called through its address from compiled code), compiled now.
 
     ``numba.config.CACHE_DIR`` is set to that folder for the decoration only, so that other Numba
     users in the process keep theirs. Concurrent processes may share a folder: Numba writes each
@@ -106,7 +107,12 @@ def kernel(*, exact=False, parallel=False, inline=False, signature=None):
 
     def decorate(func):
         root = cache_root()
-        jit = numba.njit if signature is None else lambda **kw: numba.njit(signature, **kw)
+        if callback is not None:
+            jit = lambda **kw: numba.cfunc(callback, **{k: v for k, v in kw.items() if k != "nogil"})  # noqa: E731
+        elif signature is not None:
+            jit = lambda **kw: numba.njit(signature, **kw)  # noqa: E731
+        else:
+            jit = numba.njit
         if root is None:
             return jit(**options)(func)
         saved = numba.config.CACHE_DIR

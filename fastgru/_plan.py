@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _paths, _scratch, _tuning
 from ._dispatch import NO_ROWS
-from ._kernels.planned import PLAN, PLAN_SIZE, SHAPED, planned
+from ._kernels.planned import JOB, JOB_SIZE, SHAPED, planned, serial_job
 from ._validate import check_lengths
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -52,15 +52,16 @@ class Plan:
         kept_lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
         #: The arrays the job points to, alive as long as the plan.
         self.fixed = (packed.weights, call, work, iwork, NO_ROWS, kept_lengths, packed._no_att)
-        job = np.zeros(PLAN_SIZE, dtype=np.int64)
+        job = np.zeros(JOB_SIZE, dtype=np.int64)
         for name, array in zip(("weights", "call", "work", "iwork", "state_rows", "lengths"), self.fixed):
-            job[PLAN[name]], job[PLAN[name] + 1] = array.ctypes.data, array.size
-        job[PLAN["steps"]] = s
-        job.view(np.float64)[PLAN["clip"]] = packed.clip
+            job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
+        job[JOB["steps"]] = s
+        job.view(np.float64)[JOB["clip"]] = packed.clip
+        job[JOB["serial"]] = serial_job(self.dtype.itemsize)
         arrays = (X, h0, kept_lengths if lengths is None else lengths, packed._no_att if A is None else A, *results)
         arrays = arrays[:5] + (results[-1],)  # y, ho: the cell's Ho is both
         for k, array in enumerate(arrays):
-            job[PLAN["shapes"] + 4 * k : PLAN["shapes"] + 4 * k + array.ndim] = array.shape
+            job[JOB["shapes"] + 4 * k : JOB["shapes"] + 4 * k + array.ndim] = array.shape
         self.job = job
         self.run = planned(numba.int64(*[numba.typeof(a) for a in arrays], numba.typeof(job)))
         self.shapes = None

@@ -1,90 +1,148 @@
 """A small call in one kernel call: ``run_planned`` takes the arrays that change from call to call
-and one int64 **plan** that holds the addresses of those that do not (the packed weights, the call
+and one int64 **job** that holds the addresses of those that do not (the packed weights, the call
 descriptor, the scratch, ...), so that Numba's dispatcher unboxes seven arguments instead of twelve.
 Each array argument costs the dispatcher about 70 ns (benchmarks/tuning.md, "Tuning: the small
 call"): at a one-row, one-step call of hidden size 4 the arguments were half of the kernel's time.
 
 ``planned(signature)`` is run_planned compiled for exactly the argument types of one plan (dtype,
 rank, C layout, writeable, aligned): a call with other types raises TypeError instead of
-compiling, so that Numba's own check of the types, which every call pays, is the plan's check of
-them. The plan (``_plan.py`` makes it, and keeps every array it points to alive):
+compiling, so that Numba's own look at the types, which every call pays, is the plan's check of
+them. run_planned compares the shapes and the sequence lengths with the plan's, writes the
+changing arrays' addresses into the job and calls ``serial_job`` (a C callback compiled once per
+compute dtype, which runs ``rows.run_serial`` on the job's arrays) through its address: each
+signature of run_planned is then a small function of its own, compiled in a fraction of a second,
+instead of a copy of the whole serial kernel. The job (``_plan.py`` makes it, and keeps every
+array it points to alive; one per plan, and a plan serves one thread):
 
-    PLAN[name]          address and size of each fixed array (``PLAN_ARRAYS``),
-    PLAN["steps"]       S, the call's steps: a sequence length must lie in [0, S],
-    PLAN["clip"]        the clip, as the bits of a float64,
-    PLAN["shapes"]      the shapes of the changing arrays X, h0, sequence_lengths, att, y, ho
-                        (``SHAPED``), 4 places each.
+    JOB[name]          address and size of each array (``JOB_ARRAYS``; the fixed ones set by the
+                       plan, X, h0, att, y and ho by run_planned at every call),
+    JOB["steps"]       S, the call's steps: a sequence length must lie in [0, S],
+    JOB["clip"]        the clip, as the bits of a float64,
+    JOB["serial"]      the address of serial_job for the compute dtype,
+    JOB["shapes"]      the shapes of X, h0, sequence_lengths, att, y and ho (``SHAPED``), 4 places each.
 
-The changing arrays are C-contiguous (their types say so); the kernels read them by flat offsets.
 A call whose arrays have other shapes, or a sequence length outside [0, S], returns 1 before
 anything is written: the caller then runs the full checks, which say what is wrong.
-sequence_lengths is copied into the plan's int64 lengths buffer, as the kernels take it.
+sequence_lengths is copied into the job's int64 lengths buffer, as the kernels take it.
 """
 
 import numpy as np
-from numba import carray
+from llvmlite import ir
+from numba import carray, types
+from numba.extending import intrinsic
 
 from .._config import kernel
-from .atomics import pointer_to
+from .atomics import address_of, pointer_to
 from .rows import run_serial
 
-#: The fixed arrays of a plan, each as (address, size) in this order; then S, the clip's bits and
-#: the shapes of the changing arrays.
-PLAN_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths")
+#: The arrays of a job, each as (address, size) in this order; then S, the clip's bits, serial_job's
+#: address and the shapes of the changing arrays.
+JOB_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths", "X", "h0", "att", "y", "ho")
 SHAPED = ("X", "h0", "lengths", "att", "y", "ho")
-PLAN = {name: 2 * i for i, name in enumerate(PLAN_ARRAYS)}
-PLAN["steps"] = 2 * len(PLAN_ARRAYS)
-PLAN["clip"] = PLAN["steps"] + 1
-PLAN["shapes"] = PLAN["clip"] + 1
-PLAN_SIZE = PLAN["shapes"] + 4 * len(SHAPED)
-_WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _STEPS, _CLIP, _SHAPES = (
-    PLAN[name] for name in (*PLAN_ARRAYS, "steps", "clip", "shapes")
-)
+JOB = {name: 2 * i for i, name in enumerate(JOB_ARRAYS)}
+JOB["steps"] = 2 * len(JOB_ARRAYS)
+JOB["clip"] = JOB["steps"] + 1
+JOB["serial"] = JOB["clip"] + 1
+JOB["shapes"] = JOB["serial"] + 1
+JOB_SIZE = JOB["shapes"] + 4 * len(SHAPED)
+_WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
+_STEPS, _CLIP, _SERIAL, _SHAPES = JOB["steps"], JOB["clip"], JOB["serial"], JOB["shapes"]
+
+#: Element types for serial_job's views (constants in the compiled code).
+_F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 
 
 @kernel()
-def _differs(array, plan, k):
-    """Whether ``array``'s shape is not the k-th of the plan's shapes."""
+def _run_job(job, like):
+    """rows.run_serial on the arrays of ``job``, whose float arrays have the dtype of ``like``."""
+    run_serial(
+        carray(pointer_to(job[_X], like), (1, 1, job[_X + 1])),
+        carray(pointer_to(job[_H0], like), (1, 1, job[_H0 + 1])),
+        carray(pointer_to(job[_LENGTHS], job), (job[_LENGTHS + 1],)),
+        carray(pointer_to(job[_STATE_ROWS], job), (job[_STATE_ROWS + 1],)),
+        carray(pointer_to(job[_ATT], like), (1, job[_ATT + 1])),
+        carray(pointer_to(job[_Y], like), (1, 1, 1, job[_Y + 1])),
+        carray(pointer_to(job[_HO], like), (1, 1, job[_HO + 1])),
+        carray(pointer_to(job[_WEIGHTS], like), (job[_WEIGHTS + 1],)),
+        carray(pointer_to(job[_CALL], job), (job[_CALL + 1],)),
+        job.view(np.float64)[_CLIP],
+        carray(pointer_to(job[_WORK], like), (job[_WORK + 1],)),
+        carray(pointer_to(job[_IWORK], job), (job[_IWORK + 1],)),
+    )
+
+
+def _serial_f32(job_pointer):
+    _run_job(carray(job_pointer, (JOB_SIZE,)), _F32)
+    return 0
+
+
+def _serial_f64(job_pointer):
+    _run_job(carray(job_pointer, (JOB_SIZE,)), _F64)
+    return 0
+
+
+_SERIAL_JOB = {4: _serial_f32, 8: _serial_f64}
+_SERIAL_SIGNATURE = types.int64(types.CPointer(types.int64))
+_serial_jobs = {}
+
+
+def serial_job(itemsize):
+    """The address of serial_job for floats of ``itemsize`` bytes (compiled, or loaded from the cache,
+    once per process)."""
+    callback = _serial_jobs.get(itemsize)
+    if callback is None:
+        callback = _serial_jobs[itemsize] = kernel(callback=_SERIAL_SIGNATURE)(_SERIAL_JOB[itemsize])
+    return callback.address
+
+
+@intrinsic
+def _call_job(typingctx, address, job):
+    """Call the C function int64(int64*) at ``address`` with the data of the int64 array ``job``."""
+    if not isinstance(address, types.Integer) or not isinstance(job, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        function = ir.FunctionType(ir.IntType(64), [ir.IntType(64).as_pointer()])
+        target = builder.inttoptr(args[0], function.as_pointer())
+        data = context.make_array(signature.args[1])(context, builder, args[1]).data
+        return builder.call(target, [data])
+
+    return types.int64(address, job), codegen
+
+
+@kernel()
+def _differs(array, job, k):
+    """Whether ``array``'s shape is not the k-th of the job's shapes."""
     for axis in range(array.ndim):
-        if array.shape[axis] != plan[_SHAPES + 4 * k + axis]:
+        if array.shape[axis] != job[_SHAPES + 4 * k + axis]:
             return True
     return False
 
 
-def _run_planned(X, h0, lengths, att, y, ho, plan):
-    """``rows.run_serial`` on the changing arrays and the plan's fixed ones; returns 0, or 1 when a
+def _run_planned(X, h0, lengths, att, y, ho, job):
+    """The serial kernel on the changing arrays and the job's fixed ones; returns 0, or 1 when a
     shape differs from the plan's or a sequence length lies outside [0, S] (nothing was written
-    but the plan's lengths buffer)."""
+    but the job's lengths buffer)."""
     if (
-        _differs(X, plan, 0)
-        or _differs(h0, plan, 1)
-        or _differs(lengths, plan, 2)
-        or _differs(att, plan, 3)
-        or _differs(y, plan, 4)
-        or _differs(ho, plan, 5)
+        _differs(X, job, 0)
+        or _differs(h0, job, 1)
+        or _differs(lengths, job, 2)
+        or _differs(att, job, 3)
+        or _differs(y, job, 4)
+        or _differs(ho, job, 5)
     ):
         return 1
-    steps = plan[_STEPS]
-    kept = carray(pointer_to(plan[_LENGTHS], plan), (plan[_LENGTHS + 1],))
+    steps = job[_STEPS]
+    kept = carray(pointer_to(job[_LENGTHS], job), (job[_LENGTHS + 1],))
     for b in range(lengths.size):
         length = lengths[b]
         if length < 0 or length > steps:
             return 1
         kept[b] = length
-    run_serial(
-        X.reshape((1, 1, X.size)),
-        h0.reshape((1, 1, h0.size)),
-        kept,
-        carray(pointer_to(plan[_STATE_ROWS], plan), (plan[_STATE_ROWS + 1],)),
-        att.reshape((1, att.size)),
-        y.reshape((1, 1, 1, y.size)),
-        ho.reshape((1, 1, ho.size)),
-        carray(pointer_to(plan[_WEIGHTS], y), (plan[_WEIGHTS + 1],)),
-        carray(pointer_to(plan[_CALL], plan), (plan[_CALL + 1],)),
-        plan.view(np.float64)[_CLIP],
-        carray(pointer_to(plan[_WORK], y), (plan[_WORK + 1],)),
-        carray(pointer_to(plan[_IWORK], plan), (plan[_IWORK + 1],)),
-    )
+    job[_X], job[_X + 1], job[_H0], job[_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
+    job[_ATT], job[_ATT + 1], job[_Y], job[_Y + 1] = address_of(att), att.size, address_of(y), y.size
+    job[_HO], job[_HO + 1] = address_of(ho), ho.size
+    _call_job(job[_SERIAL], job)
     return 0
 
 
