@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _partner
 from ._dispatch import NO_ROWS, compute_dtype
-from ._ops import GRUSequence
+from ._ops import AUGRUSequence, GRUCell, GRUSequence
 from ._validate import FastGRUError
 
 #: The kernel paths each op can take (_dispatch.Packed.run); a cell (one step) is never split in
@@ -48,10 +48,14 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
         compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
         for name in _names("dtypes", dtypes, _T1_NAMES)
     )
+    names = _names("ops", ops, tuple(_PATHS))
     for ct in computes:
         packed, inputs = _tiny(ct)
         for path in paths:
             packed.run(2, 2, inputs, path=path)
+        for call in _planned_calls(ct, names):
+            call()
+            call()  # the plan of the first call (fastgru/_plan.py)
     _partner.PARTNER.wake()  # starts the partner thread: compiles (or loads) its loop
     return time.perf_counter() - start
 
@@ -79,3 +83,23 @@ def _tiny(dtype):
         np.empty((n, 1, s, h), dtype),
         np.empty((n, 1, h), dtype),
     )
+
+
+def _planned_calls(dtype, ops):
+    """Calls of the prepared ops whose second call runs the plan of the first, for each kind of plan
+    ``ops`` make: a cell, a sequence with int64 and int32 lengths, AUGRU in both layouts."""
+    i, h = 3, 2
+    x, h1, h2 = np.zeros((1, i), dtype), np.zeros((1, h), dtype), np.zeros((1, 1, h), dtype)
+    X, A = np.zeros((1, 2, i), dtype), np.zeros((1, 2, 1), dtype)
+    W, R, B = np.zeros((3 * h, i), dtype), np.zeros((3 * h, h), dtype), np.zeros(3 * h, dtype)
+    calls = []
+    if "gru_cell" in ops:
+        cell = GRUCell(W, R, B)
+        calls.append(lambda: cell(x, h1))
+    if "gru_sequence" in ops:
+        seq = GRUSequence(W[None], R[None], B[None])
+        calls += [lambda t=t: seq(X, h2, np.full(1, 2, t)) for t in (np.int64, np.int32)]
+    if "augru_sequence" in ops:
+        augru, augru3 = AUGRUSequence(W, R, B), AUGRUSequence(W[None], R[None], B[None])
+        calls += [lambda: augru(X, h1, np.full(1, 2), A), lambda: augru3(X, h2, np.full(1, 2), A)]
+    return calls
