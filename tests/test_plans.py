@@ -241,3 +241,46 @@ def test_the_function_api_keeps_a_bounded_number_of_weight_sets(rng):
         fastgru.gru_sequence(**case.inputs, **case.attrs)
     assert len(_packs._kept) <= _packs.KEEP
     assert sum(entry[2] for entry in _packs._kept.values()) <= _packs.KEEP_BYTES
+
+
+# ------------------------------------------------------------------------------- pools and streams
+
+
+def test_a_pool_step_like_a_checked_one_still_refuses_what_is_wrong(rng):
+    case = make_case(rng, op="gru_sequence", batch=2, seq_len=3)
+    op, _ = prepared(case, "gru_sequence")
+    pool = fastgru.StatePool(op, capacity=4)
+    a, b = pool.open(), pool.open()
+    X = case.inputs["X"]
+    ids = np.array([a, b])
+    first = pool.step(ids, X, np.array([3, 1]))
+    states = [pool.state(a), pool.state(b)]
+    where = "GRUSequence pool.step"
+    with pytest.raises(FastGRUError, match=r"GRUSequence: sequence_lengths\[0\] is 4"):
+        pool.step(ids, X, np.array([4, 1]))
+    with pytest.raises(FastGRUError, match=rf"{where}: ids"):
+        pool.step(np.array([a, 7]), X)
+    pool.close(b)
+    with pytest.raises(FastGRUError, match=rf"{where}: ids\[1\] is 1, which is not open"):
+        pool.step(ids, X)
+    with pytest.raises(TypeError, match="X is float64"):
+        pool.step(np.array([a, a + 2]), X.astype(np.float64))
+    with pytest.raises(FastGRUError, match=rf"{where}: out has shape"):
+        pool.step(np.array([a]), X[:1].copy(), out=np.empty((1, 1, 2, 6), np.float32))
+    np.testing.assert_array_equal(pool.state(a), states[0])  # refused steps changed nothing
+    assert first.shape == (2, 1, 3, 6)
+
+
+def test_a_stream_chunk_like_a_checked_one_still_refuses_what_is_wrong(rng):
+    case = make_case(rng, op="augru_sequence", batch=2, seq_len=4)
+    op, _ = prepared(case, "augru_sequence")
+    stream = op.stream(case.inputs["initial_hidden_state"])
+    X, A = case.inputs["X"], case.inputs["A"]
+    stream(X, A)
+    with pytest.raises(TypeError, match="A is float64"):
+        stream(X, A.astype(np.float64))
+    with pytest.raises(FastGRUError, match="AUGRUSequence stream: A is missing"):
+        stream(X)
+    with pytest.raises(FastGRUError, match="A has shape"):
+        stream(X, A[:, :3])
+    assert stream.steps == 4
