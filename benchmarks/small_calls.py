@@ -55,24 +55,26 @@ def rows():
     cb, cell256, x256, h256 = _cell(big)
     h256_fn = h256.copy()
     W, R, B = cb.W[0], cb.R[0], cb.B[0]
-    ort_tiny, ort_seq, ort_big = onnxruntime_gru(c)[0], onnxruntime_gru(cs)[0], onnxruntime_gru(cb)[0]
-    return [
-        ("GRUCell i4 h4 cell(x, h, out=h)", lambda: cell4(x4, h4, out=h4), "ONNX Runtime", ort_tiny, False),
+    # (run, result) kept together: result holds the arrays ONNX Runtime reads and writes
+    ort_tiny, ort_seq, ort_big = onnxruntime_gru(c), onnxruntime_gru(cs), onnxruntime_gru(cb)
+    keep = (ort_tiny, ort_seq, ort_big)
+    return keep, [
+        ("GRUCell i4 h4 cell(x, h, out=h)", lambda: cell4(x4, h4, out=h4), "ONNX Runtime", ort_tiny[0], False),
         (
             "GRUSequence b1 s1 i4 h4 out=",
             lambda: seq(cs.X, cs.H0, cs.lengths, out=seq_out),
             "ONNX Runtime",
-            ort_seq,
+            ort_seq[0],
             False,
         ),
         (
             "GRUCell b1 i256 h256 cell(x, h, out=h)",
             lambda: cell256(x256, h256, out=h256),
             "ONNX Runtime",
-            ort_big,
+            ort_big[0],
             False,
         ),
-        ("the same, spaced (2-20 ms apart)", lambda: cell256(x256, h256, out=h256), "ONNX Runtime", ort_big, True),
+        ("the same, spaced (2-20 ms apart)", lambda: cell256(x256, h256, out=h256), "ONNX Runtime", ort_big[0], True),
         (
             "fastgru.gru_cell(x, h, W, R, B) b1 i256 h256",
             lambda: fastgru.gru_cell(x256, h256_fn, W, R, B),
@@ -98,7 +100,8 @@ def _once_us(call):
 
 def measure(rounds, calls, pauses):
     records = []
-    for name, ours, peer_name, peer, spaced in rows():
+    keep, table = rows()
+    for name, ours, peer_name, peer, spaced in table:
         for _ in range(200 if not spaced else 20):
             ours()
             peer()
