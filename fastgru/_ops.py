@@ -1,8 +1,9 @@
 """Prepared ops: weights validated and packed once, called per request (like a compiled model).
 
-A prepared op keeps its weights in the kernels' layout; each call checks only the per-request
-inputs, on a fast path of plain comparisons that falls back to the full checks of
-``_validate.validate_call`` (and their messages) when anything differs from what the op expects.
+A prepared op keeps its weights in the kernels' layout. A call of an X shape not seen before on
+its thread checks the per-request inputs, on a path of plain comparisons that falls back to the
+full checks of ``_validate.validate_call`` (and their messages) when anything differs from what
+the op expects, then leaves a plan (``_plan.py``) that the next calls of that shape take.
 """
 
 import threading
