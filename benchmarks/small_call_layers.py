@@ -105,7 +105,7 @@ def layer_cases():
     cell(x, state, out=state)
     plan = cell._plans.__dict__[x.shape]
     packed = cell._packed
-    lengths, no_att = plan.fixed[5], plan.fixed[6]
+    lengths, no_att = plan.lengths, plan.no_att
     X3, h3 = x.reshape(1, 1, i), state.reshape(1, 1, h)
     arrays = (X3, h3, np.ones(1, np.int64), NO_ROWS, packed._no_att, state.reshape(1, 1, 1, h), h3)
     call, floats, ints = _paths._plan(packed, 1, 1, None, 0, 1, 1)

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _paths, _scratch, _tuning
 from ._dispatch import NO_ROWS
-from ._kernels.planned import JOB, JOB_SIZE, SHAPED, planned, serial_job
+from ._kernels.planned import JOB, JOB_SIZE, planned, serial_job
 from ._validate import check_lengths
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -32,7 +32,20 @@ _INTS = (np.dtype(np.int32), np.dtype(np.int64))
 class Plan:
     """The short path of one op's calls of one shape on one thread (see the module's docstring)."""
 
-    __slots__ = ("packed", "dtype", "generation", "cell", "shapes", "result_shapes", "s", "run", "job", "fixed")
+    __slots__ = (
+        "packed",
+        "dtype",
+        "generation",
+        "cell",
+        "shapes",
+        "result_shapes",
+        "s",
+        "run",
+        "job",
+        "fixed",
+        "lengths",
+        "no_att",
+    )
 
     def __init__(self, packed, X, h0, lengths, A, results):
         n = X.shape[0]
@@ -44,28 +57,28 @@ class Plan:
         d, h = packed.n_dirs, packed.n_hidden
         pairs = n * d == 1 and h >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
         if _paths.choose(n, s, d, h, flops) != "serial" or pairs:  # serial whether the partner runs or not
-            self.run = self.job = self.fixed = None
+            self.run = self.job = self.fixed = self.lengths = self.no_att = None
             self.shapes = tuple(None if a is None else a.shape for a in (X, h0, lengths, A))
             return
         call, floats, ints = _paths._plan(packed, n, s, None, 0, n, 1)
         work, iwork = _scratch.work(floats, ints, self.dtype)
-        kept_lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
+        self.lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
+        self.no_att = packed._no_att
         #: The arrays the job points to, alive as long as the plan.
-        self.fixed = (packed.weights, call, work, iwork, NO_ROWS, kept_lengths, packed._no_att)
+        self.fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork}
+        self.fixed.update(state_rows=NO_ROWS, lengths=self.lengths)
         job = np.zeros(JOB_SIZE, dtype=np.int64)
-        for name, array in zip(("weights", "call", "work", "iwork", "state_rows", "lengths"), self.fixed):
+        for name, array in self.fixed.items():
             job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
         job[JOB["steps"]] = s
         job.view(np.float64)[JOB["clip"]] = packed.clip
         job[JOB["serial"]] = serial_job(self.dtype.itemsize)
-        arrays = (X, h0, kept_lengths if lengths is None else lengths, packed._no_att if A is None else A, *results)
-        arrays = arrays[:5] + (results[-1],)  # y, ho: the cell's Ho is both
-        for k, array in enumerate(arrays):
+        changing = (X, h0, self.lengths if lengths is None else lengths, self.no_att if A is None else A)
+        changing += (results[0], results[-1])  # y and ho: the cell's Ho is both
+        for k, array in enumerate(changing):  # in the order of SHAPED
             job[JOB["shapes"] + 4 * k : JOB["shapes"] + 4 * k + array.ndim] = array.shape
-        self.job = job
-        self.run = planned(numba.int64(*[numba.typeof(a) for a in arrays], numba.typeof(job)))
-        self.shapes = None
-        assert len(arrays) == len(SHAPED)
+        self.job, self.shapes = job, None
+        self.run = planned(numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(job)))
 
     def __call__(self, X, h0, lengths, A, out):
         """The results of a call that matches the plan, else None (nothing was written)."""
@@ -86,9 +99,9 @@ class Plan:
         if lengths is None:
             if not self.cell:
                 return None
-            lengths = self.fixed[5]
+            lengths = self.lengths
         try:
-            if self.run(X, h0, lengths, self.fixed[6] if A is None else A, results[0], results[-1], self.job):
+            if self.run(X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], self.job):
                 return None
         except TypeError:  # another type than the plan's
             return None
