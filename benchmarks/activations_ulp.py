@@ -11,16 +11,20 @@ largest error of each function.
 """
 
 import datetime
+import importlib.util
 import os
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]
+sys.path.insert(0, str(HERE.parent / "tests"))
 
-import test_activations  # noqa: E402  (tests/: the exhaustive sweep and its table)
-from conftest import _cpu_model, cpu_isa, kernel_geometry  # noqa: E402  (benchmarks/conftest.py)
+import test_activations  # noqa: E402  (tests/: the exhaustive sweep and its table; tests/conftest.py)
+
+_spec = importlib.util.spec_from_file_location("fastgru_bench_conftest", HERE / "conftest.py")
+bench = importlib.util.module_from_spec(_spec)  # benchmarks/conftest.py: the machine facts
+_spec.loader.exec_module(bench)
 
 
 def main():
@@ -31,9 +35,9 @@ def main():
 
     fma = "fma" in _isa.TARGET_FEATURES  # what the kernels are compiled for, not the host
     facts = {
-        "cpu": _cpu_model(),
-        **cpu_isa(),
-        **kernel_geometry(),
+        "cpu": bench._cpu_model(),
+        **bench.cpu_isa(),
+        **bench.kernel_geometry(),
         "fma": "yes" if fma else "no",
         "FASTGRU_ISA": os.environ.get("FASTGRU_ISA", "unset"),
         "NUMBA_CPU_NAME": os.environ.get("NUMBA_CPU_NAME", "unset"),

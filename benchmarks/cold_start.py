@@ -105,7 +105,8 @@ def table(results):
     for row in results["rows"]:
         lines.append(f"| {row['label']} | {cell(row['cached'])} | {cell(row['empty'])} |")
     facts = ", ".join(f"{k} {v}" for k, v in results["machine"].items())
-    lines += ["", f"Measured {results['date']} by `benchmarks/cold_start.py`. Machine: {facts}.", ""]
+    note = f" {results['note']}" if results.get("note") else ""
+    lines += ["", f"Measured {results['date']} by `benchmarks/cold_start.py`. Machine: {facts}.{note}", ""]
     return "\n".join(lines)
 
 
@@ -131,6 +132,7 @@ def main(argv=None):
     parser.add_argument("--md", default=str(HERE / "cold_start_results.md"))
     parser.add_argument("--readme", default=str(HERE.parent / "README.md"), help="/dev/null leaves it alone")
     parser.add_argument("--report", action="store_true", help="rewrite the markdown and README from --json only")
+    parser.add_argument("--note", default="", help="a sentence on the conditions of the run, kept with it")
     args = parser.parse_args(argv)
     if args.report:
         print(write(json.loads(Path(args.json).read_text()), None, args.md, args.readme))
@@ -141,6 +143,7 @@ def main(argv=None):
         "runs": args.runs,
         "cold_runs": args.cold_runs,
         "machine": machine_info(),
+        "note": args.note,
         "rows": [],
     }
     for key, label, call, warmup in ROWS:

@@ -9,7 +9,7 @@ be the same text.
 count as one space); ``figures`` are the numbers of the quote that come from ``source`` (a committed
 results file, a list of them, or the code for a constant). A figure ``"A"`` must be some number of
 the source rounded to A's decimals; ``"A = B"`` says the source writes it as B (another unit, a
-constant's line): B is in the source verbatim and its number, times a power of ten, rounds to A.
+constant's line): B is in the source verbatim and one of its numbers, times a power of ten, rounds to A.
 """
 
 TABLES = []
@@ -47,6 +47,16 @@ table(
 table(README, "cold-start", COLD, "python benchmarks/cold_start.py (or --report: from cold_start_results.json)")
 
 # ------------------------------------------------------------------------------ README.md
+# Start-up (benchmarks/cold_start.py)
+figure(README, "(17 s for a first float32 `gru_sequence` on a 2-core AVX2 test machine", COLD, "17")
+figure(
+    README,
+    "about 17 s for a first float32 `gru_sequence` and 103 s for every path of both dtypes (medians on a 2-core "
+    "AVX2 machine",
+    COLD,
+    "17",
+    "103",
+)
 # PyTorch models (benchmarks/torch_model.py: results and --breakdown, default and GOMP_SPINCOUNT=10000)
 figure(
     README,
@@ -159,6 +169,17 @@ figure(
     "198.2",
     '28.9 = "stream-b1 | conv + relu + head (torch)": 28.9',
     '46.2 = "stream-b1 |   the prepared ops, contiguous X, out=, every thread": 46.2',
+)
+# Load a model: the tests' tolerances
+figure(
+    README,
+    "The tests require each float32 result within rtol 1e-5 and atol 2e-6 of the framework's, and each float64 "
+    "result within rtol 1e-12 and atol 1e-13",
+    "tests/conftest.py",
+    '1e-5 = "float32": (1e-5',
+    '2e-6 = "float32": (1e-5, 2e-6)',
+    '1e-12 = "float64": (1e-12',
+    '1e-13 = "float64": (1e-12, 1e-13)',
 )
 # Accuracy
 figure(
@@ -334,6 +355,7 @@ figure(
     ULP,
     "2 = sigmoid 2 ulp, tanh 2 ulp",
 )
+figure(CHANGELOG, "promised bound, 4 ulp, exhaustively", "tests/test_activations.py", "4 = MAX_ULP = 4")
 figure(CHANGELOG, "calls spaced by 2-20 ms pauses", "benchmarks/bench_gru.py", "2-20 = PAUSE = (0.002, 0.020)")
 figure(
     CHANGELOG,
