@@ -319,6 +319,13 @@ figure(
 figure(README, "per-stream calls stay between 36,632 and 45,967 steps per second", POOL, "36,632", "45,967")
 
 # ------------------------------------------------------------------------------ CHANGELOG.md
+figure(
+    CHANGELOG,
+    "17 s for a first float32 call, 103 s for every kernel path, from an empty cache",
+    COLD,
+    "17",
+    "103",
+)
 figure(CHANGELOG, "one step per tick: 5.6x the steps per second", POOL, "5.6")
 figure(
     CHANGELOG,

@@ -421,7 +421,7 @@ def _swapped(array):
 def test_out_in_the_other_byte_order_is_named_so():
     """out= is written in place, so it must be in the machine's byte order; the message says that
     the byte order is what is wrong (its type name alone would be the expected one)."""
-    op = fastgru.GRUSequence(np.zeros((1, 3 * H, I), f32), np.zeros((1, 3 * H, H), f32))
+    op = fastgru.GRUSequence(np.zeros((1, 3 * H, I), f32), np.zeros((1, 3 * H, H), f32), np.zeros((1, 3 * H), f32))
     X, h0 = np.zeros((N, S, I), f32), np.zeros((N, 1, H), f32)
     Y, Ho = np.empty((N, 1, S, H), f32), np.empty((N, 1, H), f32)
     native, other = np.dtype(f32).str, np.dtype(f32).newbyteorder("S").str
