@@ -223,23 +223,11 @@ figure(
 )
 figure(
     README,
-    "such a call (49 MFLOP) runs on its own thread. Waking the sleeping partner first was slower in every "
-    "committed measurement up to 177 MFLOP (`benchmarks/partner_wake_results.md`, AVX-512: 1.23x the time alone "
-    "at this shape, and at h512, 177 MFLOP) and paid at 668 MFLOP (h1024, 0.46x)",
+    "Such a call (49 MFLOP) runs on its own thread, since waking the sleeping partner first took 1.23x the time "
+    "alone at this shape",
     WAKE,
     "49",
-    "177",
     "1.23",
-    "668",
-    "0.46",
-)
-figure(
-    README,
-    "fastgru wakes it first from 1.5·10⁸ flops (`PAIR_WAKE_FLOPS`), below that crossover, so calls between 150 "
-    "and 668 MFLOP",
-    [TUNING_CODE, WAKE],
-    "1.5·10⁸ = PAIR_WAKE_FLOPS = 150_000_000",
-    "668",
 )
 figure(
     README,
@@ -291,16 +279,19 @@ figure(
 figure(README, "at least 4·10⁵ flops", TUNING_CODE, "4·10⁵ = PAIR_FROM_FLOPS = 400_000")
 figure(
     README,
-    "a call of at least 1.5·10⁸ flops wakes it first and shares the steps left when it arrives. That threshold is "
-    "not where waking was measured to pay: after 2-20 ms pauses (AVX-512, `benchmarks/partner_wake_results.md`) "
-    "waking first took 1.23x the time alone at 177 MFLOP (h512 × 100 steps) and 0.46x at 668 MFLOP",
+    "a call of at least 1.5·10⁸ flops wakes it first and shares the steps left when it arrives. That threshold "
+    "lies below the point where waking was measured to pay: after 2-20 ms pauses (AVX-512, "
+    "`benchmarks/partner_wake_results.md`) waking first took 1.23x the time alone at 49 MFLOP (h256 × 100 steps) "
+    "and at 177 MFLOP (h512), and 0.46x at 668 MFLOP (h1024), so calls between 150 and 668 MFLOP",
     [TUNING_CODE, WAKE],
     "1.5·10⁸ = PAIR_WAKE_FLOPS = 150_000_000",
     "2-20 = after 2-20 ms pauses",
     "1.23",
+    "49",
     "177",
     "0.46",
     "668",
+    "150 = PAIR_WAKE_FLOPS = 150_000_000",
 )
 # Many streams (benchmarks/pool.py)
 figure(
