@@ -10,6 +10,7 @@ in fastgru's docstrings stands inside a claim's quote. Nothing is measured here.
 
 import ast
 import importlib.util
+import json
 import math
 import re
 from pathlib import Path
@@ -169,3 +170,13 @@ def test_pending_figures_are_few_and_still_there():
     assert len(CLAIMS.PENDING) <= 3
     for doc, quote in CLAIMS.PENDING:
         assert normal(quote) in normal(text_of(doc)), f"{doc} no longer says {quote!r}: remove it from PENDING"
+
+
+def test_the_cold_start_table_is_its_json():
+    """benchmarks/cold_start_results.md is what ``cold_start.py --report`` makes of the JSON beside it."""
+    spec = importlib.util.spec_from_file_location("fastgru_cold_start", ROOT / "benchmarks" / "cold_start.py")
+    cold_start = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cold_start)
+    results = json.loads((ROOT / "benchmarks" / "cold_start_results.json").read_text())
+    assert {"date", "machine"} <= set(results) and {"isa", "geometry", "cpu"} <= set(results["machine"])
+    assert cold_start.table(results) == (ROOT / "benchmarks" / "cold_start_results.md").read_text()
