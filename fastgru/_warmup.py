@@ -24,9 +24,9 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
 
     The first call of an op in a process compiles its kernels, or loads them from fastgru's cache
     folder (see ``python -m fastgru info``); README, "Start-up and the kernel cache", has the
-    times of both (``benchmarks/cold_start_results.md``). A server
-    calls this once at start-up so that no request pays for it. float16 and bfloat16 run the
-    float32 kernels (docs/semantics.md, "Types").
+    times of both (``benchmarks/cold_start_results.md``). A server calls this once at start-up so
+    that no request pays for it. float16 and bfloat16 run the float32 kernels (docs/semantics.md,
+    "Types").
 
     Parameters
     ----------
