@@ -3,19 +3,29 @@ warmup of every kernel path of both compute dtypes. Each with the kernels in the
 with an empty cache folder (so that everything compiles).
 
 Run: ``python benchmarks/cold_start.py [--runs 5] [--cold-runs 3]``, with nothing else running: the
-empty-cache runs compile for about 10 s (first call) and 67 s (warmup) each, on one core. Every row
-is the median over ``--runs`` fresh processes with the kernels in the cache and ``--cold-runs`` with
-an empty one (a new temporary FASTGRU_CACHE_DIR each, removed afterwards), printed with the min-max
-of the runs as the markdown table of README.md, "Start-up and the kernel cache".
+empty-cache runs compile for tens of seconds each (first call) and over a minute (warmup), on one
+core. Every row is the median over ``--runs`` fresh processes with the kernels in the cache and
+``--cold-runs`` with an empty one (a new temporary FASTGRU_CACHE_DIR each, removed afterwards), shown
+with the min-max of the runs. It writes ``cold_start_results.json`` (every process's seconds, the
+machine, the ISA and geometry, the date) and ``cold_start_results.md`` (the table and the machine
+line), and replaces the text between ``<!-- cold-start:start -->`` and ``<!-- cold-start:end -->`` of
+README.md with that markdown. ``--report`` rewrites the markdown and the README from the JSON
+without measuring.
 """
 
 import argparse
+import datetime
+import json
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
+
+HERE = Path(__file__).resolve().parent
+MARKER = "cold-start"
 
 _PROBE = """
 import time
@@ -34,11 +44,11 @@ if {warmup}:
 print(imported, time.perf_counter() - start)
 """
 
-#: (row of the README's table, first gru_sequence call, warmup of both dtypes)
+#: (key in the JSON, row of the README's table, first gru_sequence call, warmup of both dtypes)
 ROWS = [
-    ("`import fastgru`", False, False),
-    ("`import fastgru` + first float32 `gru_sequence`", True, False),
-    ('`import fastgru` + `warmup(dtypes=["float32", "float64"])` (every kernel path)', False, True),
+    ("import", "`import fastgru`", False, False),
+    ("first_call", "`import fastgru` + first float32 `gru_sequence`", True, False),
+    ("warmup", '`import fastgru` + `warmup(dtypes=["float32", "float64"])` (every kernel path)', False, True),
 ]
 
 
@@ -59,26 +69,92 @@ def cell(seconds):
     return f"{np.median(seconds):.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
 
 
+def machine_info():
+    """The machine, the ISA the kernels are compiled for and fastgru's geometry (as the other
+    benchmarks record them: benchmarks/conftest.py), with the versions that matter here."""
+    import platform
+
+    import numba
+
+    import fastgru
+
+    sys.path.insert(0, str(HERE))
+    try:
+        from conftest import _cpu_model, cpu_isa, kernel_geometry
+    finally:
+        sys.path.remove(str(HERE))
+    return {
+        "cpu": _cpu_model(),
+        **cpu_isa(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "fastgru": fastgru.__version__,
+        **kernel_geometry(),
+    }
+
+
+def table(results):
+    """The markdown of ``results`` (the JSON's content): the table, then the machine line."""
+    lines = [
+        f"| fresh process, seconds: median (min-max) | kernels in the cache, median of {results['runs']} | "
+        f"empty cache, median of {results['cold_runs']} |",
+        "|---|---|---|",
+    ]
+    for row in results["rows"]:
+        lines.append(f"| {row['label']} | {cell(row['cached'])} | {cell(row['empty'])} |")
+    facts = ", ".join(f"{k} {v}" for k, v in results["machine"].items())
+    note = f" {results['note']}" if results.get("note") else ""
+    lines += ["", f"Measured {results['date']} by `benchmarks/cold_start.py`. Machine: {facts}.{note}", ""]
+    return "\n".join(lines)
+
+
+def write(results, json_path, md_path, readme):
+    """The JSON (unless None), the markdown, and the README's text between the markers."""
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(results, indent=1) + "\n")
+    text = table(results)
+    Path(md_path).write_text(text)
+    readme = Path(readme)
+    start, end = f"<!-- {MARKER}:start -->", f"<!-- {MARKER}:end -->"
+    if readme.exists() and start in readme.read_text():
+        before, rest = readme.read_text().split(start, 1)
+        readme.write_text(f"{before}{start}\n{text}{end}{rest.split(end, 1)[1]}")
+    return text
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per row with the kernels in the cache")
     parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per row with an empty cache")
+    parser.add_argument("--json", default=str(HERE / "cold_start_results.json"))
+    parser.add_argument("--md", default=str(HERE / "cold_start_results.md"))
+    parser.add_argument("--readme", default=str(HERE.parent / "README.md"), help="/dev/null leaves it alone")
+    parser.add_argument("--report", action="store_true", help="rewrite the markdown and README from --json only")
+    parser.add_argument("--note", default="", help="a sentence on the conditions of the run, kept with it")
     args = parser.parse_args(argv)
+    if args.report:
+        print(write(json.loads(Path(args.json).read_text()), None, args.md, args.readme))
+        return
     measure(True, True, None)  # fill the default cache folder
-    lines = [
-        f"| fresh process, seconds: median (min-max) | kernels in the cache, median of {args.runs} | empty cache, "
-        f"median of {args.cold_runs} |",
-        "|---|---|---|",
-    ]
-    for label, call, warmup in ROWS:
-        warm = [measure(call, warmup, None)[-1] for _ in range(args.runs)]
-        cold = []
+    results = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "runs": args.runs,
+        "cold_runs": args.cold_runs,
+        "machine": machine_info(),
+        "note": args.note,
+        "rows": [],
+    }
+    for key, label, call, warmup in ROWS:
+        cached = [measure(call, warmup, None)[-1] for _ in range(args.runs)]
+        empty = []
         for _ in range(args.cold_runs):
-            with tempfile.TemporaryDirectory(prefix="fastgru-cold-") as empty:
-                cold.append(measure(call, warmup, empty)[-1])
-        lines.append(f"| {label} | {cell(warm)} | {cell(cold)} |")
-        print(lines[-1], file=sys.stderr, flush=True)  # progress: the empty-cache rows take minutes
-    print("\n".join(lines))
+            with tempfile.TemporaryDirectory(prefix="fastgru-cold-") as folder:
+                empty.append(measure(call, warmup, folder)[-1])
+        results["rows"].append({"key": key, "label": label, "cached": cached, "empty": empty})
+        print(f"| {label} | {cell(cached)} | {cell(empty)} |", file=sys.stderr, flush=True)  # progress
+    print(write(results, args.json, args.md, args.readme))
 
 
 if __name__ == "__main__":

@@ -432,6 +432,18 @@ def augru_layout(op, name, array):
     )
 
 
+def _out_dtype_error(what, dtype, expected):
+    """The TypeError of an output array whose dtype is not ``expected`` (native byte order); one of
+    the right type in the other byte order is named as such, since the kernels write it in place."""
+    if dtype.newbyteorder("=") == expected:
+        return TypeError(
+            f"{what} is {dtype.name} in non-native byte order ({dtype.str!r}); expected {expected.name} in the "
+            f"machine's byte order ({expected.str!r}), the dtype of the inputs: out= arrays are written in place "
+            "and cannot be byte-swapped. Allocate them with np.empty(shape, dtype)."
+        )
+    return TypeError(f"{what} is {dtype.name}; expected {expected.name}, the dtype of the inputs")
+
+
 def check_out(spec, out, shapes):
     """Check preallocated outputs: a tuple (Y, Ho) for the sequences, one array for the cell."""
     outs = (out,) if spec.layout == "cell" else out
@@ -455,9 +467,7 @@ def check_out(spec, out, shapes):
         if array.shape != shape:
             raise FastGRUError(f"{spec.op}: out {name} has shape {array.shape}; expected {shape}")
         if array.dtype != spec.dtype:  # spec.dtype is native: a swapped byte order differs too
-            raise TypeError(
-                f"{spec.op}: out {name} is {array.dtype.name}; expected {spec.dtype.name}, the dtype of the inputs"
-            )
+            raise _out_dtype_error(f"{spec.op}: out {name}", array.dtype, spec.dtype)
         flags = array.flags
         if not (flags.c_contiguous and flags.writeable):
             raise FastGRUError(f"{spec.op}: out {name} must be a writeable C-contiguous array")
@@ -604,7 +614,7 @@ def check_out_array(where, out, shape, dtype):
     if out.shape != shape:
         raise FastGRUError(f"{where}: out has shape {out.shape}; expected {shape}")
     if out.dtype != dtype:  # dtype is native: a swapped byte order differs too
-        raise TypeError(f"{where}: out is {out.dtype.name}; expected {dtype.name}, the dtype of the inputs")
+        raise _out_dtype_error(f"{where}: out", out.dtype, dtype)
     if not (out.flags.c_contiguous and out.flags.writeable):
         raise FastGRUError(f"{where}: out must be a writeable C-contiguous array")
     return out

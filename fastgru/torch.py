@@ -18,7 +18,8 @@ them.
 Inside ``torch.compile`` and ``torch.export`` the GRU is the custom operator ``fastgru::gru`` (and
 ``fastgru::gru_cell``), with fake implementations that give the output shapes, so that a compiled
 graph does not break at the GRU and an exported program holds the op. In eager mode the modules
-call the same implementation directly, without the dispatcher's 5 µs per call.
+call the same implementation directly, without the dispatcher (README, "PyTorch models", has its
+cost in benchmarks/torch_model.py's breakdown).
 
 Importing this module imports torch; ``import fastgru`` does not.
 """
@@ -177,8 +178,8 @@ def _with_torch_threads(rows, steps, fn, *args):
     and the call has more than one step (one step is too short to repay the partner's wake-up).
 
     fastgru shares a single row with its partner thread, the two meeting at every step, and the
-    partner spins for a millisecond after each call. torch's OpenMP threads spin too, for about
-    10 ms after each of torch's operations (libgomp's default GOMP_SPINCOUNT). When they hold
+    partner spins for a millisecond after each call. torch's OpenMP threads spin too, for a while
+    after each of torch's operations (libgomp's default GOMP_SPINCOUNT). When they hold
     every other core, the two collide, and a row runs faster alone; when they sleep soon, a
     sequence gains from the partner, a single step does not (benchmarks/torch_model.py and the
     README's "PyTorch models" have the measurements). Rows of a batch, whose threads do not meet
@@ -312,7 +313,10 @@ class GRU(torch.nn.RNNBase):
     training, other devices, autocast and ``torch.jit.trace`` (ONNX export) behave as before:
 
     - no gradient is needed: grad mode is off (``torch.no_grad()``, ``torch.inference_mode()``), or
-      neither the Parameters nor input nor hx require grad;
+      neither the Parameters nor input nor hx require grad. Grad mode is torch's setting of each
+      thread: the threads of a pool started inside ``torch.no_grad()`` have it on, and run torch's
+      own GRU (correct, but slow) unless each enters ``torch.no_grad()`` itself or the model's
+      Parameters do not require grad (``model.requires_grad_(False)``);
     - eval mode, or no dropout between layers (dropout > 0 in training mode is random);
     - input, hx and Parameters on the CPU, of one dtype among float32 and float64 (computed in
       their own precision), float16 and bfloat16 (computed in float32, the whole stack, and
@@ -383,8 +387,8 @@ class GRU(torch.nn.RNNBase):
 
     def _weights(self):
         """``_flat_weights``, brought up to date as torch's forward does with ``_update_flat_weights``
-        (torch.func.functional_call and parametrizations swap the Parameters), which takes 10 µs
-        for 8 weights (hasattr and getattr of each): here a look at ``_parameters`` first."""
+        (torch.func.functional_call and parametrizations swap the Parameters), which calls hasattr and
+        getattr for each weight: here a look at ``_parameters`` first."""
         flat, registered = self._flat_weights, self._parameters
         for name, weight in zip(self._flat_weights_names, flat):
             if registered.get(name) is not weight:

@@ -411,3 +411,45 @@ def test_any_attribute_value_is_accepted_or_refused_clearly(name, value):
         message = str(error)
         assert message.startswith("gru_sequence: "), message
         assert name in message or name in ("hidden_size", "direction", "linear_before_reset"), message
+
+
+def _swapped(array):
+    """``array``'s values in the other byte order (big-endian on a little-endian machine)."""
+    return array.astype(array.dtype.newbyteorder("S"))
+
+
+def test_out_in_the_other_byte_order_is_named_so():
+    """out= is written in place, so it must be in the machine's byte order; the message says that
+    the byte order is what is wrong (its type name alone would be the expected one)."""
+    op = fastgru.GRUSequence(np.zeros((1, 3 * H, I), f32), np.zeros((1, 3 * H, H), f32), np.zeros((1, 3 * H), f32))
+    X, h0 = np.zeros((N, S, I), f32), np.zeros((N, 1, H), f32)
+    Y, Ho = np.empty((N, 1, S, H), f32), np.empty((N, 1, H), f32)
+    native, other = np.dtype(f32).str, np.dtype(f32).newbyteorder("S").str
+    message = (
+        rf"^GRUSequence: out Y is float32 in non-native byte order \('{re.escape(other)}'\); expected float32 in "
+        rf"the machine's byte order \('{re.escape(native)}'\), the dtype of the inputs: out= arrays are written in "
+        r"place and cannot be byte-swapped"
+    )
+    with pytest.raises(TypeError, match=message):
+        op(X, h0, [S, 3], out=(_swapped(Y), Ho))
+    cell = fastgru.GRUCell(np.zeros((3 * H, I), f32), np.zeros((3 * H, H), f32))
+    with pytest.raises(TypeError, match=r"^GRUCell: out Ho is float32 in non-native byte order"):
+        cell(X[:, 0], h0[:, 0], out=_swapped(h0[:, 0]))
+    pool = fastgru.StatePool(cell, capacity=2)
+    ids = [pool.open(), pool.open()]
+    with pytest.raises(TypeError, match=r"^GRUCell pool.step: out is float32 in non-native byte order"):
+        pool.step(ids, X[:, 0], out=_swapped(h0[:, 0]))
+    with pytest.raises(TypeError, match=r"^GRUSequence: out Y is float64; expected float32, the dtype of the inputs$"):
+        op(X, h0, [S, 3], out=(Y.astype(np.float64), Ho))  # another type: named by its type alone
+
+
+def test_inputs_in_the_other_byte_order_are_accepted_and_their_errors_name_the_type():
+    """Byte-swapped inputs are read as their values (docs/semantics.md, "Types"); a wrong one is
+    named by its type, which is what is wrong with it."""
+    rng = np.random.default_rng(0)
+    X, W = rng.standard_normal((N, S, I), dtype=f32), rng.uniform(-0.2, 0.2, (1, 3 * H, I)).astype(f32)
+    want = _sequence(X=X, W=W)()
+    got = _sequence(X=_swapped(X), W=_swapped(W))()
+    assert all(g.dtype == np.dtype(f32) and np.array_equal(g, w) for g, w in zip(got, want))
+    _raises(_sequence(X=_swapped(X).astype(">i8")), TypeError, "gru_sequence: X is int64; expected float16")
+    _raises(_sequence(W=_swapped(W.astype(np.float64))), TypeError, "gru_sequence: W is float64 but X is float32")
