@@ -464,3 +464,16 @@ PENDING = [
     ("fastgru/_threading.py", "(0.6 µs, against 0.15 µs once the pool runs)"),
     ("fastgru/_threading.py", "(0.25 µs instead of 1.1 µs)"),
 ]
+
+# ------------------------------------------------------------------------------ docs/benchmarking.md
+BENCHMARKING = "docs/benchmarking.md"
+figure(
+    BENCHMARKING,
+    "(default 5), T seconds of calls per implementation and shape over all rounds (default 0.25); `--quick`: 3 rounds, 0.06 s",
+    "fastgru/_cli.py",
+    "0.06 = (3, 0.06) if args.quick else (5, 0.25)",
+)
+figure(BENCHMARKING, "fastgru's sigmoid and tanh are within 2 ulp", ULP, "2 = sigmoid 2 ulp, tanh 2 ulp")
+figure(
+    BENCHMARKING, "its partner thread spins for up to 1 ms after a one-row call", TUNING_CODE, "1 ms = SPIN_US = 1000"
+)

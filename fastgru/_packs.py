@@ -1,8 +1,8 @@
 """The packed weights of the function API (``fastgru.gru_cell(X, H, W, R, B)`` and the others),
 kept across calls while the caller's weights stay the same.
 
-Packing costs a pass over W and R into a layout of their own (at hidden size 256, 10-16x a
-prepared cell's call), so a loop over ``fastgru.gru_cell(...)`` with the same weights would pay it
+Packing costs a pass over W and R into a layout of their own (at hidden size 256, several times
+a prepared cell's call), so a loop over ``fastgru.gru_cell(...)`` with the same weights would pay it
 at every step. The last ``KEEP`` weight sets, up to ``KEEP_BYTES`` in all, are kept, each with a
 copy of the caller's W, R and B. A call whose W, R and B are the same objects as a kept set's, with
 the same bits as its copies (a compiled comparison, NaN payloads included), reuses its packed
