@@ -9,15 +9,28 @@ Environment:
 Compiled kernels go to a sub-folder named after the geometry (``_isa``) and a digest of the
 kernels' sources: a process never loads another geometry's code, nor code compiled from other
 sources (Numba's own cache keys on each function's file only, not on the modules it calls), and
-Numba keys the entries of a folder by the target CPU and its features.
+Numba keys the entries of a folder by the target CPU and its features (``_isa``: by default an
+x86-64 level, not this CPU's model).
+
+Inside it, each source file's kernels go to a folder named after the file's path inside the
+package (``_kernels``), not after its absolute path as Numba's own locators name it: a cache
+filled by one install (``python -m fastgru warmup --cache-dir``) serves another install of the
+same sources at another path, e.g. a container image's cache copied to other machines. Numba
+stamps sources by their content, so copies of the sources match. The Numba internals this takes
+(``numba.core.caching``, a dispatcher's ``_cache``) are used in ``_PackageLocator`` and
+``_enable_cache`` only.
 """
 
+import functools
 import hashlib
+import inspect
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import numba
+from numba.core import caching
 
 from ._isa import GEOMETRY
 
@@ -88,33 +101,32 @@ def cache_root():
     return None
 
 
+#: Every kernel made by ``kernel()``, for ``compile_counts``.
+KERNELS = []
+
+
 def kernel(*, exact=False, parallel=False, inline=False):
     """``numba.njit`` with the options above, cached in ``cache_root()`` when there is one;
     ``inline``: inlined into its callers by Numba, so that LLVM sees one function (the stages:
     their loops then share the caller's single scratch array and vectorise without checks of
     overlap between arguments).
 
-    ``numba.config.CACHE_DIR`` is set to that folder for the decoration only, so that other Numba
-    users in the process keep theirs. Concurrent processes may share a folder: Numba writes each
-    file under a temporary name and renames it into place, so a reader sees the old file or the
-    new one, never a torn one.
+    The cache is fastgru's own (``_enable_cache``), not ``cache=True``: Numba's global
+    ``CACHE_DIR`` stays as it is for other Numba users of the process. Concurrent processes may
+    share a folder: Numba writes each file under a temporary name and renames it into place, so
+    a reader sees the old file or the new one, never a torn one.
     """
     options = {**(JIT_EXACT if exact else JIT_OPTIONS), "parallel": parallel}
     if inline:
         options["inline"] = "always"
 
     def decorate(func):
+        dispatcher = numba.njit(**options)(func)
         root = cache_root()
-        if root is None:
-            return numba.njit(**options)(func)
-        saved = numba.config.CACHE_DIR
-        numba.config.CACHE_DIR = root
-        try:
-            return numba.njit(cache=True, **options)(func)
-        except RuntimeError:  # "cannot cache function": the folder went away meanwhile
-            return numba.njit(**options)(func)
-        finally:
-            numba.config.CACHE_DIR = saved
+        if root is not None and hasattr(dispatcher, "enable_caching"):  # not with NUMBA_DISABLE_JIT
+            _enable_cache(dispatcher, root)
+        KERNELS.append(dispatcher)
+        return dispatcher
 
     return decorate
 
@@ -123,3 +135,65 @@ def cache_folder(dispatcher):
     """Where ``dispatcher`` (a kernel) persists its compiled code, or None when it does not."""
     cache = getattr(dispatcher, "_cache", None)
     return getattr(cache, "_cache_path", None)
+
+
+def compile_counts():
+    """(loaded, compiled): how many kernel specialisations this process loaded from the cache and
+    how many it compiled (each kernel a function calls is counted too: Numba compiles it on its own)."""
+    loaded = sum(sum(k._cache_hits.values()) for k in KERNELS if hasattr(k, "_cache_hits"))
+    compiled = sum(sum(k._cache_misses.values()) for k in KERNELS if hasattr(k, "_cache_misses"))
+    return loaded, compiled
+
+
+# Numba's private caching API, here only. A dispatcher's cache is a ``caching.FunctionCache``,
+# whose implementation asks its locator for the folder; the locator below names it after the
+# source file's place in the package. Numba's index key (signature, target CPU and features,
+# a hash of the function's bytecode) and source stamp (a hash of the file's content) are kept.
+
+
+class _PackageLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """The folder ``root``/<the source file's folder relative to the package> (``fastgru`` for the
+    package's own folder); a file outside the package gets Numba's name (its folder's path hashed)."""
+
+    def __init__(self, py_func, py_file, root):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        folder = Path(py_file).resolve().parent
+        try:
+            sub = os.path.join(_PACKAGE.name, folder.relative_to(_PACKAGE))
+        except ValueError:
+            sub = self.get_suitable_cache_subpath(py_file)
+        self._cache_path = os.path.normpath(os.path.join(root, sub))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    """Numba's implementation with ``_PackageLocator`` instead of the locators Numba tries in turn
+    (which NUMBA_CACHE_LOCATOR_CLASSES may replace): ``CacheImpl.__init__`` less that search."""
+
+    root = None  # set by _cache_class
+
+    def __init__(self, py_func):
+        self._lineno = py_func.__code__.co_firstlineno
+        self._locator = _PackageLocator(py_func, inspect.getfile(py_func), self.root)
+        self._locator.ensure_cache_path()
+        modname = os.path.splitext(os.path.basename(inspect.getfile(py_func)))[0]
+        qualname = getattr(py_func, "__qualname__", py_func.__name__)
+        self._filename_base = self.get_filename_base(f"{modname}.{qualname}", getattr(sys, "abiflags", ""))
+
+
+@functools.cache
+def _cache_class(root):
+    impl = type("_CacheImpl", (_CacheImpl,), {"root": root})
+    return type("_FunctionCache", (caching.FunctionCache,), {"_impl_class": impl})
+
+
+def _enable_cache(dispatcher, root):
+    """Persist ``dispatcher``'s compiled code under ``root`` (what ``enable_caching`` does with
+    Numba's locators); without a usable folder it compiles in every process instead."""
+    try:
+        dispatcher._cache = _cache_class(root)(dispatcher.py_func)
+    except OSError:  # the folder went away or turned read-only meanwhile
+        pass
