@@ -33,6 +33,7 @@ import numba
 from numba.core import caching
 
 from ._isa import GEOMETRY
+from ._validate import FastGRUError
 
 #: Persist compiled kernels on disk (Numba's cache) so later processes skip the compile.
 CACHE = os.environ.get("FASTGRU_NO_CACHE", "") in ("", "0")
@@ -90,15 +91,41 @@ def _user_cache():
     return os.path.join(base, "fastgru")
 
 
+def _readable(folder):
+    return os.path.isdir(folder) and os.access(folder, os.R_OK | os.X_OK)
+
+
 def cache_root():
     """The folder compiled kernels go to (a CACHE_TAG sub-folder of the first writable of
-    FASTGRU_CACHE_DIR, fastgru's __pycache__ and the user's cache folder), or None."""
+    FASTGRU_CACHE_DIR, fastgru's __pycache__ and the user's cache folder), or None. A
+    FASTGRU_CACHE_DIR whose sub-folder exists but cannot be written (a cache baked into a
+    read-only image) is used as it is: kernels load from it, and what it lacks compiles in every
+    process."""
     if not CACHE:
         return None
+    if (
+        CACHE_DIR
+        and not _writable(os.path.join(CACHE_DIR, CACHE_TAG))
+        and _readable(os.path.join(CACHE_DIR, CACHE_TAG))
+    ):
+        return os.path.join(CACHE_DIR, CACHE_TAG)
     for base in (CACHE_DIR, str(_PACKAGE / "__pycache__"), _user_cache()):
         if base and _writable(os.path.join(base, CACHE_TAG)):
             return os.path.join(base, CACHE_TAG)
     return None
+
+
+def use_cache_dir(folder):
+    """Make ``folder`` this process's FASTGRU_CACHE_DIR, also for the kernels made at import (for
+    ``python -m fastgru warmup --cache-dir``, before anything compiled); FastGRUError if it cannot
+    be written."""
+    global CACHE_DIR
+    if not _writable(os.path.join(folder, CACHE_TAG)):
+        raise FastGRUError(f"the cache folder {folder!r} cannot be made or written")
+    CACHE_DIR = os.path.abspath(folder)
+    for dispatcher in KERNELS:
+        if hasattr(dispatcher, "enable_caching"):
+            _enable_cache(dispatcher, cache_root())
 
 
 #: Every kernel made by ``kernel()``, for ``compile_counts``.
@@ -145,10 +172,29 @@ def compile_counts():
     return loaded, compiled
 
 
-# Numba's private caching API, here only. A dispatcher's cache is a ``caching.FunctionCache``,
-# whose implementation asks its locator for the folder; the locator below names it after the
-# source file's place in the package. Numba's index key (signature, target CPU and features,
-# a hash of the function's bytecode) and source stamp (a hash of the file's content) are kept.
+def cached_counts():
+    """(entries, kernels): how many compiled specialisations the cache folder holds for this
+    process's target (CPU, features, sources and Numba version), and over how many kernels."""
+    entries = kernels = 0
+    for dispatcher in KERNELS:
+        cache = getattr(dispatcher, "_cache", None)
+        if not isinstance(cache, _FunctionCache):
+            continue
+        magic = dispatcher.targetctx.codegen().magic_tuple()
+        try:
+            found = sum(key[1] == magic for key in cache._cache_file._load_index())
+        except Exception:  # an unreadable index is an empty one, as for Numba
+            found = 0
+        entries += found
+        kernels += found > 0
+    return entries, kernels
+
+
+# Numba's private caching API, here only (and in ``cached_counts``, which reads an index). A
+# dispatcher's cache is a ``caching.FunctionCache``, whose implementation asks its locator for
+# the folder; the locator below names it after the source file's place in the package. Numba's
+# index key (signature, target CPU and features, a hash of the function's bytecode) and source
+# stamp (a hash of the file's content) are kept.
 
 
 class _PackageLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
@@ -178,16 +224,28 @@ class _CacheImpl(caching.CompileResultCacheImpl):
     def __init__(self, py_func):
         self._lineno = py_func.__code__.co_firstlineno
         self._locator = _PackageLocator(py_func, inspect.getfile(py_func), self.root)
-        self._locator.ensure_cache_path()
+        if not _readable(self._locator.get_cache_path()):
+            self._locator.ensure_cache_path()
         modname = os.path.splitext(os.path.basename(inspect.getfile(py_func)))[0]
         qualname = getattr(py_func, "__qualname__", py_func.__name__)
         self._filename_base = self.get_filename_base(f"{modname}.{qualname}", getattr(sys, "abiflags", ""))
 
 
+class _FunctionCache(caching.FunctionCache):
+    """Numba's, except that a kernel that cannot be saved (a read-only cache folder) is kept in
+    memory only, where Numba would raise."""
+
+    def save_overload(self, sig, data):
+        try:
+            super().save_overload(sig, data)
+        except OSError:
+            pass
+
+
 @functools.cache
 def _cache_class(root):
     impl = type("_CacheImpl", (_CacheImpl,), {"root": root})
-    return type("_FunctionCache", (caching.FunctionCache,), {"_impl_class": impl})
+    return type("_FunctionCache", (_FunctionCache,), {"_impl_class": impl})
 
 
 def _enable_cache(dispatcher, root):

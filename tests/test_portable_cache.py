@@ -1,0 +1,139 @@
+"""Caches that travel (issue 23): a cache filled by one install serves another install of the same
+sources at another path, kernels compile for the geometry's x86-64 level, and the command line's
+``warmup`` verb."""
+
+import os
+import platform
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+
+import numba
+import pytest
+
+import fastgru
+from fastgru import _cli, _config, _isa, _warmup
+
+_CELL = textwrap.dedent("""
+    import numpy as np, fastgru
+    from fastgru import _config
+    rng = np.random.default_rng(0)
+    h = fastgru.gru_cell(rng.standard_normal((3, 4), dtype=np.float32), np.zeros((3, 5), np.float32),
+                         rng.standard_normal((15, 4), dtype=np.float32), rng.standard_normal((15, 5), dtype=np.float32))
+    loaded, compiled = _config.compile_counts()
+    print(h.tobytes().hex(), loaded, compiled, _config.cached_counts()[0], fastgru.__file__)
+""")
+
+
+def _run(code, root, cache, **env):
+    """``code`` in a fresh process that imports fastgru from ``root`` with FASTGRU_CACHE_DIR ``cache``."""
+    env = {**os.environ, "PYTHONPATH": str(root), "FASTGRU_CACHE_DIR": str(cache), **env}
+    done = subprocess.run(  # in root: ``-c`` puts the working folder first on the path
+        [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()
+
+
+def _install(at):
+    """A copy of fastgru's package (sources only) under ``at``, as a second install of this version."""
+    shutil.copytree(os.path.dirname(fastgru.__file__), at / "fastgru", ignore=shutil.ignore_patterns("__pycache__"))
+    return at
+
+
+def test_a_moved_install_loads_a_moved_cache_without_compiling(tmp_path):
+    """One small path (a float32 cell) compiles into a cache from one install; the cache and the
+    package, both copied elsewhere, then run it without a single compilation."""
+    built = _run(_CELL, _install(tmp_path / "build"), tmp_path / "cache")
+    assert int(built[2]) > 0 and built[4].startswith(str(tmp_path / "build"))  # it compiled
+    shutil.copytree(tmp_path / "cache", tmp_path / "image-cache")
+    moved = _run(_CELL, _install(tmp_path / "deploy"), tmp_path / "image-cache")
+    checksum, loaded, compiled, cached, where = moved
+    assert where.startswith(str(tmp_path / "deploy"))  # the other install ran
+    assert checksum == built[0]
+    assert int(loaded) > 0 and compiled == "0"
+    assert int(cached) == int(built[3]) > 0  # the cache folder holds the build's kernels for this target
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_cache_folder_serves_its_kernels(tmp_path):
+    _run(_CELL, _install(tmp_path / "build"), tmp_path / "cache")
+    for folder, _, _ in os.walk(tmp_path / "cache"):
+        os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        _, loaded, compiled, _, _ = _run(_CELL, tmp_path / "build", tmp_path / "cache")
+    finally:
+        for folder, _, _ in os.walk(tmp_path / "cache"):
+            os.chmod(folder, stat.S_IRWXU)
+    assert int(loaded) > 0 and compiled == "0"
+
+
+def test_the_cache_folder_is_named_after_the_package_not_its_path(monkeypatch, tmp_path):
+    monkeypatch.setattr(_config, "CACHE_DIR", str(tmp_path))
+    from fastgru._kernels import rows
+
+    folder = _config._PackageLocator(rows.run_serial.py_func, rows.__file__, str(tmp_path / "root")).get_cache_path()
+    assert folder == str(tmp_path / "root" / "fastgru" / "_kernels")
+
+
+_TARGET = "from fastgru import _isa; from numba.core import registry; " + (
+    "print(_isa.TARGET_CPU, _isa.CPU_MODE, registry.cpu_target.target_context.codegen().magic_tuple()[1:])"
+)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 levels")
+def test_kernels_compile_for_the_geometry_level_unless_asked_for_the_host():
+    portable = _isa.portable_cpu(_isa.GEOMETRY.name, __import__("llvmlite.binding").binding.get_host_cpu_features())
+    if portable is None:
+        pytest.skip("this CPU lacks a feature of its geometry's x86-64 level")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "FASTGRU_CPU")}
+    done = subprocess.run([sys.executable, "-c", _TARGET], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [portable, "portable", f"('{portable}',", "'')"]  # Numba's cache key says so
+    env["FASTGRU_CPU"] = "host"
+    done = subprocess.run([sys.executable, "-c", _TARGET], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[:2] == [numba.core.codegen.ll.get_host_cpu_name(), "host"]
+
+
+def test_portable_levels():
+    zen3 = dict.fromkeys(_isa.PORTABLE["avx2"][0][1], True)
+    assert _isa.portable_cpu("avx2", zen3) == "x86-64-v3"
+    assert _isa.portable_cpu("avx512", zen3) is None
+    assert _isa.portable_cpu("generic", zen3) == "x86-64-v2"
+    assert _isa.portable_cpu("avx2", {**zen3, "movbe": False}) is None  # never code a CPU cannot run
+    assert _isa.portable_cpu("generic", {}) == "x86-64"
+
+
+def test_unknown_cpu_mode_is_an_error_at_import():
+    env = {**os.environ, "FASTGRU_CPU": "native"}
+    done = subprocess.run([sys.executable, "-c", "import fastgru"], env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "FASTGRU_CPU is 'native'; expected portable or host" in done.stderr
+
+
+def test_warmup_command(monkeypatch, capsys, tmp_path):
+    """The verb's wiring: the folder, the steps with a progress bar, the kernels' origin (the steps
+    themselves are warmup's, tested in test_cold_start.py)."""
+    ran = []
+    monkeypatch.setattr(_config, "use_cache_dir", lambda folder: ran.append(folder))
+    monkeypatch.setattr(
+        _warmup, "steps", lambda dtypes, ops: [(f"{d} {o}", lambda: ran.append("step")) for d in dtypes for o in ops]
+    )
+    assert _cli.main(["warmup", "--cache-dir", str(tmp_path), "--dtypes", "float64", "--ops", "gru_cell"]) == 0
+    assert ran == [str(tmp_path), "step"]
+    out, err = capsys.readouterr()
+    assert "1/1" in err and "float64 gru_cell" in err
+    assert "loaded from the cache and" in out
+
+
+def test_warmup_command_errors(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        _cli.main(["warmup", "--cache-dir", str(blocker / "cache")])
+    assert exit_info.value.code == 2
+    assert "cannot be made or written" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _cli.main(["warmup", "--dtypes", "int8"])
+    assert "warmup: dtypes has 'int8'" in capsys.readouterr().err
