@@ -141,6 +141,13 @@ def portable_cpu(geometry, host):
     return None
 
 
+def level_features(cpu):
+    """The features the geometries care about of the x86-64 level ``cpu`` (what ``_probe`` finds,
+    without asking LLVM at every import: tests/test_portable_cache.py checks that they agree)."""
+    needs = next(needs for levels in PORTABLE.values() for name, needs, _ in levels if name == cpu)
+    return frozenset(needs) & frozenset(_FEATURES)
+
+
 def _cpu_mode():
     """'auto', 'portable' or 'host' as FASTGRU_CPU asks, or 'host' with the reason when portable
     cannot be."""
@@ -175,7 +182,7 @@ def _setup():
         # Numba reads both when it makes its code generator (at the first compilation) and puts
         # them in its cache's keys; the features string adds to (+) or takes from (-) the model's.
         numba.config.CPU_NAME, numba.config.CPU_FEATURES = level
-        name, features = level[0], _probe(*level)
+        name, features = level[0], level_features(level[0])
         geometry = choose(requested, name, features, host_features())
     return geometry, name, features, mode, why
 

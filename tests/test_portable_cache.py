@@ -109,7 +109,10 @@ def test_portable_levels():
     assert _isa.portable_cpu("generic", {}) == ("x86-64", "")
     zen4 = dict.fromkeys(_isa.PORTABLE["avx512"][0][1], True)
     assert _isa.portable_cpu("avx512", zen4) == ("x86-64-v4", "-prefer-256-bit")
-    assert _isa._probe("x86-64-v4", "-prefer-256-bit") == {"avx512f", "avx2", "fma"}
+    for levels in _isa.PORTABLE.values():
+        for name, _, features in levels:
+            assert _isa._probe(name, features) == _isa.level_features(name), name
+    assert _isa.level_features("x86-64-v4") == {"avx512f", "avx2", "fma"}
 
 
 def test_unknown_cpu_mode_is_an_error_at_import():
