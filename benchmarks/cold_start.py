@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
@@ -154,7 +155,7 @@ def moved(runs):
     """Seconds from the interpreter's start to the end of the first float32 gru_sequence call of a
     second install (a copy of the fastgru package elsewhere) with a copy of the cache that the first
     install's ``python -m fastgru warmup`` filled; with the kernels loaded and compiled."""
-    call = _PROBE.split("if {call}:\n", 1)[1].split("if {warmup}", 1)[0].replace("\n    ", "\n")
+    call = textwrap.dedent(_PROBE.split("if {call}:\n", 1)[1].split("if {warmup}", 1)[0])
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     results = []
     with tempfile.TemporaryDirectory(prefix="fastgru-moved-") as tmp:
