@@ -65,9 +65,15 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS)):
         packed, inputs = tiny[ct]
         packed.run(2, 2, inputs, path=path)
 
+    def partner():
+        # the partner thread's loop compiles (or loads) in wake(); its cycle counter would compile in
+        # the new thread, after warmup returns (and perhaps after the process ends, unsaved)
+        if _partner.PARTNER.enabled:
+            _partner._cycles()
+        _partner.PARTNER.wake()
+
     found = [(f"{np.dtype(ct).name} {path}", functools.partial(run, ct, path)) for ct in computes for path in paths]
-    # starts the partner thread: compiles (or loads) its loop
-    return [*found, ("partner thread", _partner.PARTNER.wake)]
+    return [*found, ("partner thread", partner)]
 
 
 def _names(what, values, allowed):
