@@ -146,3 +146,26 @@ def test_warmup_command_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _cli.main(["warmup", "--dtypes", "int8"])
     assert "warmup: dtypes has 'int8'" in capsys.readouterr().err
+
+
+def _twice(x):
+    return 2 * x
+
+
+def test_a_cache_folder_that_cannot_be_written_is_read(monkeypatch, tmp_path):
+    """In process, for root too (the subprocess test above skips as root): the folder is taken, and
+    a kernel that cannot be saved into it runs from memory."""
+    (tmp_path / _config.CACHE_TAG).mkdir()
+    monkeypatch.setattr(_config, "CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_config, "_writable", lambda folder: False)
+    assert _config.cache_root() == str(tmp_path / _config.CACHE_TAG)
+    monkeypatch.setattr(_config, "_writable", lambda folder: True)
+    twice = _config.kernel()(_twice)
+
+    def refuse(self):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(_config._PackageLocator, "ensure_cache_path", refuse)
+    assert twice(21) == 42
+    assert _config.cache_folder(twice).startswith(str(tmp_path / _config.CACHE_TAG))
+    assert not any(name.endswith(".nbc") for _, _, names in os.walk(tmp_path) for name in names)
