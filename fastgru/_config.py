@@ -5,6 +5,8 @@ Environment:
 - ``FASTGRU_CACHE_DIR``: the folder for compiled kernels (default: ``__pycache__`` next to
   fastgru's sources when writable, else ``$XDG_CACHE_HOME/fastgru`` or ``~/.cache/fastgru``).
 - ``FASTGRU_NO_CACHE=1``: compile in every process, persist nothing.
+- ``FASTGRU_CPU=auto|portable|host`` (read by ``_isa``): the CPU the kernels compile for, which
+  Numba's cache keys name.
 
 Compiled kernels go to a sub-folder named after the geometry (``_isa``) and a digest of the
 kernels' sources: a process never loads another geometry's code, nor code compiled from other

@@ -16,9 +16,9 @@ beyond the level's. Numba keys its cache by the target CPU's name and features, 
 compiled on one CPU load on any other CPU of that level (a cache baked into a container image
 on a build machine serves the deploy machines), and a CPU without the level's features computes
 another key and never loads them. ``FASTGRU_CPU=host`` compiles for this CPU's model, as Numba
-does by default. ``auto`` (the default) is portable for avx2 and generic, where the level ran
-the kernels as fast as the host's model (benchmarks/tuning.md, "Compile time and portable
-caches"), and host for avx512, not yet measured against the host's model. The level is used
+does by default. ``auto`` (the default) is portable for avx2, where the level ran the kernels as
+fast as the host's model (benchmarks/tuning.md, "Compile time and portable caches"), and host
+for avx512 and generic, not yet measured against the host's model. The level is used
 only when this CPU has all of its features (else the host's model); it is set as Numba's
 ``CPU_NAME`` and ``CPU_FEATURES`` for the process, so it applies only when fastgru is imported
 before any Numba function has compiled (Numba's code generator, made at the first compilation,
@@ -129,7 +129,7 @@ PORTABLE = {
 }
 
 #: The geometries whose level FASTGRU_CPU=auto takes (measured no slower than the host's model).
-AUTO_PORTABLE = ("avx2", "generic")
+AUTO_PORTABLE = ("avx2",)
 
 
 def portable_cpu(geometry, host):
