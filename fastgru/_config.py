@@ -19,8 +19,8 @@ package (``_kernels``), not after its absolute path as Numba's own locators name
 filled by one install (``python -m fastgru warmup --cache-dir``) serves another install of the
 same sources at another path, e.g. a container image's cache copied to other machines. Numba
 stamps sources by their content, so copies of the sources match. The Numba internals this takes
-(``numba.core.caching``, a dispatcher's ``_cache``) are used in ``_PackageLocator`` and
-``_enable_cache`` only.
+(``numba.core.caching``, a dispatcher's ``_cache``, ``_cache_hits`` and ``_cache_misses``) are
+used in the functions and classes at the end of this file only, from ``compile_counts`` on.
 """
 
 import functools
