@@ -91,7 +91,17 @@ def warmup(args, parser):
         steps = _warmup.steps(args.dtypes, args.ops)
     except FastGRUError as exc:
         parser.error(str(exc))
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: expected at least 1")
+    if args.steps:  # a process of --jobs: its share of the steps
+        steps = [steps[int(i)] for i in args.steps.split(",")]
     start = time.perf_counter()
+    jobs = min(args.jobs, len(steps))
+    if jobs > 1 and _config.cache_root() is not None:
+        failed = _compile_in_processes(len(steps), jobs, args, _config.CACHE_DIR)
+        if failed:
+            print(f"fastgru warmup: a process of --jobs failed:\n{failed}", file=sys.stderr)
+            return 1
     for done, (label, step) in enumerate(steps):
         _progress(sys.stderr, done, len(steps), label)
         step()
@@ -99,6 +109,43 @@ def warmup(args, parser):
     print(f"cache folder: {_config.cache_root() or 'none (kernels compile in every process)'}")
     print(f"kernels: {kernels_line(_config.compile_counts(), _config.cached_counts())}")
     return 0
+
+
+def _compile_in_processes(count, jobs, args, cache_dir):
+    """Run ``count`` warmup steps in ``jobs`` processes at once, step i in process i % jobs, so that
+    they compile into the cache folder side by side (Numba's compiler holds the GIL: threads would
+    take turns); a bar counts the processes that are done. Returns the standard error of a process
+    that failed, or ''."""
+    import subprocess
+
+    import fastgru
+
+    env = dict(os.environ)
+    if cache_dir:
+        env["FASTGRU_CACHE_DIR"] = cache_dir
+    # the processes import this fastgru, wherever it is installed
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(fastgru.__file__))), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    command = [sys.executable, "-m", "fastgru", "warmup", "--dtypes", *args.dtypes, "--ops", *args.ops, "--steps"]
+    processes = [
+        subprocess.Popen(
+            [*command, ",".join(str(i) for i in range(k, count, jobs))],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(jobs)
+    ]
+    failed = ""
+    for done, process in enumerate(processes):
+        _progress(sys.stderr, done, jobs, f"compiling in {jobs} processes")
+        _, err = process.communicate()
+        if process.returncode and not failed:
+            failed = err[-3000:]
+    _progress(sys.stderr, jobs, jobs, f"compiled in {jobs} processes")
+    return failed
 
 
 def bench(args, parser):
@@ -271,6 +318,14 @@ def main(argv=None):
         metavar="OP",
         help="among gru_cell, gru_sequence, augru_sequence (default all)",
     )
+    ahead.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="compile in this many processes at once, into the cache folder, then load (default 1; each "
+        "process takes one core)",
+    )
+    ahead.add_argument("--steps", help=argparse.SUPPRESS)  # a process of --jobs: the indices of its steps
     args = parser.parse_args(argv)
     if args.command == "warmup":
         return warmup(args, ahead)

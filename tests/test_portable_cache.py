@@ -172,3 +172,33 @@ def test_a_cache_folder_that_cannot_be_written_is_read(monkeypatch, tmp_path):
     assert twice(21) == 42
     assert _config.cache_folder(twice).startswith(str(tmp_path / _config.CACHE_TAG))
     assert not any(name.endswith(".nbc") for _, _, names in os.walk(tmp_path) for name in names)
+
+
+def test_warmup_command_jobs(monkeypatch, capsys, tmp_path):
+    """--jobs 2: two processes compile every other step into the folder; then this one runs every
+    step (loading them); a process of --jobs runs the steps of --steps."""
+    commands = []
+
+    class Process:
+        returncode = 0
+
+        def __init__(self, command, env, **kwargs):
+            commands.append((command, env["FASTGRU_CACHE_DIR"]))
+
+        def communicate(self):
+            return "", ""
+
+    ran = []
+    monkeypatch.setattr(subprocess, "Popen", Process)
+    monkeypatch.setattr(_config, "use_cache_dir", lambda folder: monkeypatch.setattr(_config, "CACHE_DIR", folder))
+    monkeypatch.setattr(_config, "cache_root", lambda: str(tmp_path))
+    monkeypatch.setattr(_warmup, "steps", lambda dtypes, ops: [(str(i), lambda i=i: ran.append(i)) for i in range(5)])
+    assert _cli.main(["warmup", "--cache-dir", str(tmp_path), "--jobs", "2", "--ops", "gru_cell"]) == 0
+    assert [command[-1] for command, _ in commands] == ["0,2,4", "1,3"]
+    assert commands[0][0][-6:-1] == ["--dtypes", "float32", "--ops", "gru_cell", "--steps"]
+    assert {folder for _, folder in commands} == {str(tmp_path)}
+    assert ran == [0, 1, 2, 3, 4]
+    assert "compiled in 2 processes" in capsys.readouterr().err
+    ran.clear()
+    assert _cli.main(["warmup", "--steps", "1,3"]) == 0
+    assert ran == [1, 3]
