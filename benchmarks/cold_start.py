@@ -2,6 +2,11 @@
 warmup of every kernel path of both compute dtypes. Each with the kernels in the cache folder, and
 with an empty cache folder (so that everything compiles).
 
+``--breakdown`` instead: where the seconds of an empty-cache ``warmup()`` go (``_BREAKDOWN``), per
+kernel path and per kernel, in one fresh process. ``--moved`` instead: the first call of a second
+install of fastgru at another path with a copy of a cache that the first filled (``_MOVED``), as a
+container image's build and its deployment make.
+
 Run: ``python benchmarks/cold_start.py [--runs 5] [--cold-runs 3]``, with nothing else running: the
 empty-cache runs compile for tens of seconds each (first call) and over a minute (warmup), on one
 core. Every row is the median over ``--runs`` fresh processes with the kernels in the cache and
@@ -17,9 +22,12 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +132,115 @@ def write(results, json_path, md_path, readme):
     return text
 
 
+_BREAKDOWN = """
+import collections, json, sys, time
+from numba.core import event
+import fastgru
+from fastgru import _warmup
+
+class Compiles(event.Listener):
+    # per kernel: specialisations compiled and seconds spent in its own compilation (without the
+    # kernels it calls, which Numba compiles on their own, inside); of those, LLVM's seconds (Numba's
+    # llvm_lock events: optimisation and machine code), the rest is Numba's typing and lowering
+    def __init__(self):
+        self.stack, self.kernels = [], collections.defaultdict(lambda: [0, 0.0, 0.0])
+    def on_start(self, ev):
+        self.stack.append([ev.data["dispatcher"].py_func.__qualname__, time.perf_counter(), 0.0, 0.0])
+    def on_end(self, ev):
+        name, start, inner, llvm = self.stack.pop()
+        took = time.perf_counter() - start
+        if self.stack:
+            self.stack[-1][2] += took
+        row = self.kernels[name]
+        row[0] += 1
+        row[1] += took - inner
+        row[2] += llvm
+
+class Llvm(event.Listener):
+    def __init__(self, compiles):
+        self.compiles, self.depth, self.total = compiles, 0, 0.0
+    def on_start(self, ev):
+        self.depth += 1
+        if self.depth == 1:
+            self.start = time.perf_counter()
+    def on_end(self, ev):
+        self.depth -= 1
+        if self.depth == 0:
+            took = time.perf_counter() - self.start
+            self.total += took
+            if self.compiles.stack:
+                self.compiles.stack[-1][3] += took
+
+compiles = Compiles()
+llvm = Llvm(compiles)
+event.register("numba:compile", compiles)
+event.register("numba:llvm_lock", llvm)
+steps = []
+for label, step in _warmup.steps(json.loads(sys.argv[1]), _warmup._PATHS):
+    start, before, llvm_before = time.perf_counter(), sum(r[0] for r in compiles.kernels.values()), llvm.total
+    step()
+    steps.append((label, time.perf_counter() - start, sum(r[0] for r in compiles.kernels.values()) - before,
+                  llvm.total - llvm_before))
+print(json.dumps({"steps": steps, "kernels": compiles.kernels}))
+"""
+
+
+def breakdown(dtypes):
+    """Markdown tables of an empty-cache warmup(dtypes) in a fresh process: per step (kernel path and
+    dtype) its seconds, specialisations compiled and LLVM's share; per kernel the same."""
+    with tempfile.TemporaryDirectory(prefix="fastgru-cold-") as empty:
+        env = {**os.environ, "FASTGRU_CACHE_DIR": empty}
+        done = subprocess.run(
+            [sys.executable, "-c", _BREAKDOWN, json.dumps(dtypes)], env=env, capture_output=True, text=True, check=True
+        )
+    found = json.loads(done.stdout)
+    lines = ["| warmup step | seconds | specialisations compiled | LLVM seconds |", "|---|---|---|---|"]
+    for label, seconds, count, llvm in found["steps"]:
+        lines.append(f"| {label} | {seconds:.2f} | {count} | {llvm:.2f} |")
+    total = [sum(step[i] for step in found["steps"]) for i in (1, 2, 3)]
+    lines.append(f"| all | {total[0]:.2f} | {total[1]} | {total[2]:.2f} |")
+    lines += ["", "| kernel | specialisations | own seconds | of which LLVM |", "|---|---|---|---|"]
+    for name, (count, seconds, llvm) in sorted(found["kernels"].items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"| {name} | {count} | {seconds:.2f} | {llvm:.2f} |")
+    return "\n".join(lines)
+
+
+_MOVED = """
+import time
+start = time.perf_counter()
+import fastgru
+from fastgru import _config
+{call}
+print(time.perf_counter() - start, *_config.compile_counts(), fastgru.__file__)
+"""
+
+
+def moved(runs):
+    """Seconds from the interpreter's start to the end of the first float32 gru_sequence call of a
+    second install (a copy of the fastgru package elsewhere) with a copy of the cache that the first
+    install's ``python -m fastgru warmup`` filled; with the kernels loaded and compiled."""
+    call = textwrap.dedent(_PROBE.split("if {call}:\n", 1)[1].split("if {warmup}", 1)[0])
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fastgru-moved-") as tmp:
+        env = {**os.environ, "FASTGRU_CACHE_DIR": os.path.join(tmp, "build-cache")}
+        subprocess.run([sys.executable, "-m", "fastgru", "warmup"], env=env, cwd=package, check=True)
+        shutil.copytree(os.path.join(package, "fastgru"), os.path.join(tmp, "deploy", "fastgru"))
+        shutil.copytree(env["FASTGRU_CACHE_DIR"], os.path.join(tmp, "image-cache"))
+        env.update(FASTGRU_CACHE_DIR=os.path.join(tmp, "image-cache"), PYTHONPATH=os.path.join(tmp, "deploy"))
+        for _ in range(runs):
+            code = _MOVED.format(call=call)
+            start = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-c", code], env=env, cwd=tmp, capture_output=True, text=True, check=True
+            )
+            whole = time.perf_counter() - start
+            inner, loaded, compiled, where = done.stdout.split()
+            assert where.startswith(os.path.join(tmp, "deploy")), where
+            results.append((whole, float(inner), int(loaded), int(compiled)))
+    return results
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per row with the kernels in the cache")
@@ -133,9 +250,31 @@ def main(argv=None):
     parser.add_argument("--readme", default=str(HERE.parent / "README.md"), help="/dev/null leaves it alone")
     parser.add_argument("--report", action="store_true", help="rewrite the markdown and README from --json only")
     parser.add_argument("--note", default="", help="a sentence on the conditions of the run, kept with it")
+    parser.add_argument(
+        "--breakdown",
+        nargs="*",
+        metavar="DTYPE",
+        help="instead: where an empty-cache warmup of these dtypes (default float32) spends its time",
+    )
+    parser.add_argument(
+        "--moved",
+        action="store_true",
+        help="instead: the first call of a moved install with a moved cache, over --runs processes",
+    )
     args = parser.parse_args(argv)
     if args.report:
         print(write(json.loads(Path(args.json).read_text()), None, args.md, args.readme))
+        return
+    if args.breakdown is not None:
+        print(breakdown(args.breakdown or ["float32"]))
+        return
+    if args.moved:
+        found = moved(args.runs)
+        print("| run | seconds from the interpreter's start | in Python | kernels loaded | compiled |")
+        print("|---|---|---|---|---|")
+        for i, (whole, inner, loaded, compiled) in enumerate(found, 1):
+            print(f"| {i} | {whole:.2f} | {inner:.2f} | {loaded} | {compiled} |")
+        print(f"| median | {cell([r[0] for r in found])} | {cell([r[1] for r in found])} | | |")
         return
     measure(True, True, None)  # fill the default cache folder
     results = {

@@ -469,7 +469,7 @@ PENDING = [
 BENCHMARKING = "docs/benchmarking.md"
 figure(
     BENCHMARKING,
-    "(default 5), T seconds of calls per implementation and shape over all rounds (default 0.25); `--quick`: 3 rounds, 0.06 s",
+    "(default 0.25); `--quick`: 3 rounds, 0.06 s",
     "fastgru/_cli.py",
     "0.06 = (3, 0.06) if args.quick else (5, 0.25)",
 )

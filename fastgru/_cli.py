@@ -1,4 +1,5 @@
-"""``python -m fastgru info|bench``: what fastgru runs on here, how fast, and how fast against your own kernel."""
+"""``python -m fastgru info|bench|warmup``: what fastgru runs on here, how fast, how fast against your own kernel;
+compile the kernels ahead into a cache folder."""
 
 import argparse
 import importlib.util
@@ -23,7 +24,7 @@ def info():
 
     import fastgru
 
-    from ._config import CACHE, CACHE_DIR, cache_root
+    from ._config import CACHE, CACHE_DIR, cache_root, cached_counts, compile_counts
     from ._isa import describe
     from ._partner import PARTNER, SPIN_US
     from ._threading import BUDGET, start_pool
@@ -56,9 +57,95 @@ def info():
         ),
         "cache folder": cache,
         "FASTGRU_CACHE_DIR": CACHE_DIR or "unset",
+        "kernels": kernels_line(compile_counts(), cached_counts()),
     }
     width = max(map(len, lines))
     return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in lines.items())
+
+
+def kernels_line(counts, cached):
+    """Where this process's kernels came from, and what the cache folder holds for it."""
+    loaded, compiled = counts
+    entries, kernels = cached
+    return (
+        f"{loaded} loaded from the cache and {compiled} compiled in this process; the cache folder holds "
+        f"{entries} for this target ({kernels} kernels)"
+    )
+
+
+def warmup(args, parser):
+    """``warmup``: compile (or load) the kernels into the cache folder, with a progress bar on
+    standard error; the kernels' origin on standard output."""
+    import time
+
+    from . import _config, _warmup
+
+    if args.cache_dir is not None:
+        if not _config.CACHE:
+            parser.error("--cache-dir with FASTGRU_NO_CACHE set: nothing would persist")
+        try:
+            _config.use_cache_dir(args.cache_dir)
+        except FastGRUError as exc:
+            parser.error(f"--cache-dir {args.cache_dir}: {exc}")
+    try:
+        steps = _warmup.steps(args.dtypes, args.ops)
+    except FastGRUError as exc:
+        parser.error(str(exc))
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: expected at least 1")
+    if args.steps:  # a process of --jobs: its share of the steps
+        steps = [steps[int(i)] for i in args.steps.split(",")]
+    start = time.perf_counter()
+    jobs = min(args.jobs, len(steps))
+    if jobs > 1 and _config.cache_root() is not None:
+        failed = _compile_in_processes(len(steps), jobs, args, _config.CACHE_DIR)
+        if failed:
+            print(f"fastgru warmup: a process of --jobs failed:\n{failed}", file=sys.stderr)
+            return 1
+    for done, (label, step) in enumerate(steps):
+        _progress(sys.stderr, done, len(steps), label)
+        step()
+    _progress(sys.stderr, len(steps), len(steps), f"{time.perf_counter() - start:.1f} s")
+    print(f"cache folder: {_config.cache_root() or 'none (kernels compile in every process)'}")
+    print(f"kernels: {kernels_line(_config.compile_counts(), _config.cached_counts())}")
+    return 0
+
+
+def _compile_in_processes(count, jobs, args, cache_dir):
+    """Run ``count`` warmup steps in ``jobs`` processes at once, step i in process i % jobs, so that
+    they compile into the cache folder side by side (Numba's compiler holds the GIL: threads would
+    take turns); a bar counts the processes that are done. Returns the standard error of a process
+    that failed, or ''."""
+    import subprocess
+
+    import fastgru
+
+    env = dict(os.environ)
+    if cache_dir:
+        env["FASTGRU_CACHE_DIR"] = cache_dir
+    # the processes import this fastgru, wherever it is installed
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(fastgru.__file__))), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    command = [sys.executable, "-m", "fastgru", "warmup", "--dtypes", *args.dtypes, "--ops", *args.ops, "--steps"]
+    processes = [
+        subprocess.Popen(
+            [*command, ",".join(str(i) for i in range(k, count, jobs))],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(jobs)
+    ]
+    failed = ""
+    for done, process in enumerate(processes):
+        _progress(sys.stderr, done, jobs, f"compiling in {jobs} processes")
+        _, err = process.communicate()
+        if process.returncode and not failed:
+            failed = err[-3000:]
+    _progress(sys.stderr, jobs, jobs, f"compiled in {jobs} processes")
+    return failed
 
 
 def bench(args, parser):
@@ -153,7 +240,9 @@ def _progress(stream, done, total, label):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m fastgru", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("info", help="versions, threading layer, SIMD level, cache folder")
+    commands.add_parser(
+        "info", help="versions, threading layer, SIMD level, cache folder, where this process's kernels came from"
+    )
     timing = commands.add_parser(
         "bench",
         help="a latency table of fastgru, or of your kernel side by side with fastgru (--candidate)",
@@ -200,7 +289,46 @@ def main(argv=None):
     timing.add_argument("--atol", type=float, default=None, help="absolute tolerance instead of the dtype's")
     timing.add_argument("--json", metavar="PATH", help="write the records and the machine's facts as JSON")
     timing.add_argument("--plot", metavar="PATH", help="write a bar chart of the times as PNG (needs matplotlib)")
+    ahead = commands.add_parser(
+        "warmup",
+        help="compile the kernels into the cache folder (for a container image: docs/deployment.md)",
+        description="Compile every kernel path of the dtypes and ops, or load it from the cache folder, as "
+        "fastgru.warmup() does, with a progress bar on standard error. The folder (--cache-dir, else "
+        "FASTGRU_CACHE_DIR, else the default) then serves other processes, also of another install of the same "
+        "fastgru version at another path, on any CPU of the same x86-64 level (docs/deployment.md).",
+    )
+    ahead.add_argument(
+        "--cache-dir",
+        metavar="FOLDER",
+        help="the cache folder to fill (default: FASTGRU_CACHE_DIR, else fastgru's default); processes that "
+        "should load from it need FASTGRU_CACHE_DIR=FOLDER",
+    )
+    ahead.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["float32"],
+        metavar="DTYPE",
+        help="T1 dtypes among float16, float32, float64, bfloat16 (default float32; float16 and bfloat16 run "
+        "float32's kernels)",
+    )
+    ahead.add_argument(
+        "--ops",
+        nargs="+",
+        default=["gru_cell", "gru_sequence", "augru_sequence"],
+        metavar="OP",
+        help="among gru_cell, gru_sequence, augru_sequence (default all)",
+    )
+    ahead.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="compile in this many processes at once, into the cache folder, then load (default 1; each "
+        "process takes one core)",
+    )
+    ahead.add_argument("--steps", help=argparse.SUPPRESS)  # a process of --jobs: the indices of its steps
     args = parser.parse_args(argv)
+    if args.command == "warmup":
+        return warmup(args, ahead)
     if args.command == "info":
         print(info())
         return 0

@@ -9,6 +9,22 @@ Numba supports). ``FASTGRU_ISA=avx512|avx2|generic`` asks for one; asking for a 
 the target, or this CPU, cannot run raises ``FastGRUError`` at import, never an illegal
 instruction later.
 
+``FASTGRU_CPU=portable`` compiles for the x86-64 level of the geometry instead of for this CPU's
+model: ``x86-64-v4`` for avx512 (with 512-bit vectors preferred, as the avx512 geometry's tiles
+use them), ``x86-64-v3`` for avx2, ``x86-64-v2`` (or ``x86-64``) for generic, with no features
+beyond the level's. Numba keys its cache by the target CPU's name and features, so kernels
+compiled on one CPU load on any other CPU of that level (a cache baked into a container image
+on a build machine serves the deploy machines), and a CPU without the level's features computes
+another key and never loads them. ``FASTGRU_CPU=host`` compiles for this CPU's model, as Numba
+does by default. ``auto`` (the default) is portable for avx2, where the level ran the kernels as
+fast as the host's model (benchmarks/tuning.md, "Compile time and portable caches"), and host
+for avx512 and generic, not yet measured against the host's model. The level is used
+only when this CPU has all of its features (else the host's model); it is set as Numba's
+``CPU_NAME`` and ``CPU_FEATURES`` for the process, so it applies only when fastgru is imported
+before any Numba function has compiled (Numba's code generator, made at the first compilation,
+keeps what it was made with) and never when ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES`` is set:
+they win.
+
 The compiled kernels of each geometry live in a cache folder of their own (``_config``), so
 that one geometry never loads another's code; Numba itself keys its cache by the target CPU.
 """
@@ -18,6 +34,7 @@ import platform
 
 import numba
 from llvmlite import binding as llvm
+from numba.core import registry
 
 from ._tuning import GEOMETRIES
 from ._validate import FastGRUError
@@ -95,10 +112,84 @@ def choose(requested, target_name, target_features, host):
     return geometry
 
 
-TARGET_CPU, TARGET_FEATURES = target()
+#: The features of the x86-64 micro-architecture levels (psABI), in LLVM's names; each level also
+#: needs those of the levels below it.
+_V2 = ("cx16", "popcnt", "sahf", "sse3", "sse4.1", "sse4.2", "ssse3")
+_V3 = (*_V2, "avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+_V4 = (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
 
-#: The geometry of this process's kernels.
-GEOMETRY = choose(os.environ.get("FASTGRU_ISA", ""), TARGET_CPU, TARGET_FEATURES, host_features())
+#: The portable CPUs of each geometry on x86-64, best first: (LLVM's CPU name, the features it needs,
+#: the features string Numba compiles with). The x86-64-v4 model prefers 256-bit vectors where
+#: LLVM vectorises loops itself; the avx512 geometry's tiles are 512-bit, and so are the host
+#: models it was measured with (znver4, znver5).
+PORTABLE = {
+    "avx512": (("x86-64-v4", _V4, "-prefer-256-bit"),),
+    "avx2": (("x86-64-v3", _V3, ""),),
+    "generic": (("x86-64-v2", _V2, ""), ("x86-64", (), "")),
+}
+
+#: The geometries whose level FASTGRU_CPU=auto takes (measured no slower than the host's model).
+AUTO_PORTABLE = ("avx2",)
+
+
+def portable_cpu(geometry, host):
+    """(LLVM CPU name, features string) of ``geometry``'s x86-64 level if this CPU (``host``: LLVM's
+    feature map) has all of its features, else None."""
+    for name, needs, features in PORTABLE.get(geometry, ()):
+        if all(host.get(feature) for feature in needs):
+            return name, features
+    return None
+
+
+def level_features(cpu):
+    """The features the geometries care about of the x86-64 level ``cpu`` (what ``_probe`` finds,
+    without asking LLVM at every import: tests/test_portable_cache.py checks that they agree)."""
+    needs = next(needs for levels in PORTABLE.values() for name, needs, _ in levels if name == cpu)
+    return frozenset(needs) & frozenset(_FEATURES)
+
+
+def _cpu_mode():
+    """'auto', 'portable' or 'host' as FASTGRU_CPU asks, or 'host' with the reason when portable
+    cannot be."""
+    mode = os.environ.get("FASTGRU_CPU", "").strip().lower() or "auto"
+    if mode not in ("auto", "portable", "host"):
+        raise FastGRUError(f"FASTGRU_CPU is {os.environ['FASTGRU_CPU']!r}; expected auto, portable or host")
+    if mode == "host":
+        return "host", ""
+    if numba.config.CPU_NAME is not None or numba.config.CPU_FEATURES is not None:
+        return "host", "NUMBA_CPU_NAME/NUMBA_CPU_FEATURES set"
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "host", "no portable level for this architecture"
+    if "_toplevel_target_context" in vars(registry.cpu_target):
+        return "host", "Numba compiled before fastgru's import"
+    return mode, ""
+
+
+def _setup():
+    """(geometry, target CPU, target features, CPU mode, note): the geometry as chosen for the host
+    target; then, in portable mode, Numba's target set to that geometry's level."""
+    requested = os.environ.get("FASTGRU_ISA", "")
+    mode, why = _cpu_mode()
+    name, features = target()
+    geometry = choose(requested, name, features, host_features())
+    if mode == "auto":
+        mode = "portable" if geometry.name in AUTO_PORTABLE else "host"
+        why = "" if mode == "portable" else f"auto: {geometry.name}'s level is not yet measured against the host's"
+    if mode == "portable":
+        level = portable_cpu(geometry.name, llvm.get_host_cpu_features())
+        if level is None:
+            return geometry, name, features, "host", f"this CPU lacks a feature of {geometry.name}'s x86-64 level"
+        # Numba reads both when it makes its code generator (at the first compilation) and puts
+        # them in its cache's keys; the features string adds to (+) or takes from (-) the model's.
+        numba.config.CPU_NAME, numba.config.CPU_FEATURES = level
+        name, features = level[0], level_features(level[0])
+        geometry = choose(requested, name, features, host_features())
+    return geometry, name, features, mode, why
+
+
+#: The geometry of this process's kernels, the CPU they compile for with its features (those the
+#: geometries care about), 'portable' or 'host', and why not portable when asked.
+GEOMETRY, TARGET_CPU, TARGET_FEATURES, CPU_MODE, CPU_NOTE = _setup()
 
 
 def describe():
@@ -107,5 +198,5 @@ def describe():
     features = ", ".join(sorted(TARGET_FEATURES)) or "none of avx512f, avx2, fma"
     return (
         f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {g.float32_tiles()}; {g.note}); "
-        f"compiled for {TARGET_CPU} ({features})"
+        f"compiled for {TARGET_CPU} ({features}; FASTGRU_CPU={CPU_MODE}{': ' + CPU_NOTE if CPU_NOTE else ''})"
     )

@@ -1,5 +1,6 @@
 """Compile ahead: ``fastgru.warmup()`` at a server's start-up instead of on its first request."""
 
+import functools
 import time
 
 import numpy as np
@@ -43,21 +44,43 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     >>> seconds = fastgru.warmup(dtypes=["float32"], ops=["gru_cell"])
     """
     start = time.perf_counter()
+    for _, step in steps(dtypes, ops):
+        step()
+    return time.perf_counter() - start
+
+
+def steps(dtypes=("float32",), ops=tuple(_PATHS)):
+    """What ``warmup`` does, as (label, callable) pairs, for ``python -m fastgru warmup``'s progress:
+    each kernel path of each compute dtype, then the partner thread's loop."""
     paths = dict.fromkeys(path for op in _names("ops", ops, tuple(_PATHS)) for path in _PATHS[op])
     computes = dict.fromkeys(
         compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
         for name in _names("dtypes", dtypes, _T1_NAMES)
     )
-    names = _names("ops", ops, tuple(_PATHS))
-    for ct in computes:
-        packed, inputs = _tiny(ct)
-        for path in paths:
-            packed.run(2, 2, inputs, path=path)
+    tiny = {}
+
+    def run(ct, path):
+        if ct not in tiny:
+            tiny[ct] = _tiny(ct)
+        packed, inputs = tiny[ct]
+        packed.run(2, 2, inputs, path=path)
+
+    def partner():
+        # the partner thread's loop compiles (or loads) in wake(); its cycle counter would compile in
+        # the new thread, after warmup returns (and perhaps after the process ends, unsaved)
+        if _partner.PARTNER.enabled:
+            _partner._cycles()
+        _partner.PARTNER.wake()
+
+    def plans(ct):
         for call in _planned_calls(ct, names):
             call()
             call()  # the plan of the first call (fastgru/_plan.py)
-    _partner.PARTNER.wake()  # starts the partner thread: compiles (or loads) its loop
-    return time.perf_counter() - start
+
+    names = _names("ops", ops, tuple(_PATHS))
+    found = [(f"{np.dtype(ct).name} {path}", functools.partial(run, ct, path)) for ct in computes for path in paths]
+    found += [(f"{np.dtype(ct).name} plans", functools.partial(plans, ct)) for ct in computes]
+    return [*found, ("partner thread", partner)]
 
 
 def _names(what, values, allowed):
