@@ -124,11 +124,9 @@ def write(results, json_path, md_path, readme):
         Path(json_path).write_text(json.dumps(results, indent=1) + "\n")
     text = table(results)
     Path(md_path).write_text(text)
-    readme = Path(readme)
-    start, end = f"<!-- {MARKER}:start -->", f"<!-- {MARKER}:end -->"
-    if readme.exists() and start in readme.read_text():
-        before, rest = readme.read_text().split(start, 1)
-        readme.write_text(f"{before}{start}\n{text}{end}{rest.split(end, 1)[1]}")
+    from report import replace_table
+
+    replace_table(readme, MARKER, text)
     return text
 
 

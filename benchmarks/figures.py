@@ -492,3 +492,41 @@ figure(
 )
 figure(CHANGELOG, "(b1 s100 i64 h256 645 against 642 µs, b64 s100 i256 h256 1.2 % faster)", TUNING, "645", "642", "1.2")
 figure(DEPLOYMENT, "32.5 s instead of 45 s", TUNING, "32.5", "45")
+
+# ------------------------------------------------------------------------------ small calls
+SMALL, SMALL_BEFORE = "benchmarks/small_calls_results.md", "benchmarks/small_calls_before.md"
+LAYERS, LAYERS_BEFORE = "benchmarks/small_call_layers_results.md", "benchmarks/small_call_layers_before.md"
+table(
+    README,
+    "small-calls",
+    SMALL,
+    "python benchmarks/small_calls.py --md benchmarks/small_calls_results.md --readme README.md",
+)
+figure(
+    README,
+    "the tiny cell took 7.49 µs (1.17x ONNX Runtime), the tiny sequence 8.81 µs (1.40x) and the function API "
+    "10.54x the prepared cell",
+    SMALL_BEFORE,
+    "7.49",
+    "1.17",
+    "8.81",
+    "1.40",
+    "10.54",
+)
+figure(
+    CHANGELOG,
+    "GRUCell i4 h4 `cell(x, h, out=h)` 7.49 -> 2.83 µs (1.17x -> 0.44x ONNX Runtime with IOBinding), GRUSequence "
+    "b1 s1 i4 h4 with out= 8.81 -> 2.87 µs (1.40x -> 0.45x;",
+    [SMALL_BEFORE, SMALL],
+    "7.49",
+    "2.83",
+    "1.17",
+    "0.44",
+    "8.81",
+    "2.87",
+    "1.40",
+    "0.45",
+)
+figure(
+    CHANGELOG, "with the same arrays 10.54x -> 3.34x the prepared cell's time", [SMALL_BEFORE, SMALL], "10.54", "3.34"
+)

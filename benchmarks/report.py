@@ -26,6 +26,14 @@ def markers(name):
     return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
 
 
+def replace_table(path, name, text):
+    """Put ``text`` between the markers of ``name`` in the file ``path``, when it has them."""
+    doc, (start, end) = Path(path), markers(name)
+    if doc.exists() and start in doc.read_text():
+        before, rest = doc.read_text().split(start, 1)
+        doc.write_text(f"{before}{start}\n{text}{end}{rest.split(end, 1)[1]}")
+
+
 #: extra_info keys that describe one benchmark, not the machine.
 _PER_BENCHMARK = ("shape", "suite", "impl", "flops", "round", "mode", "pause_ms")
 
@@ -159,11 +167,7 @@ def main():
     text = table(rows, machine, modes.get("spaced"), pause)
     Path(args.md).write_text(text)
     chart(rows, args.png)
-    readme, (start, end) = Path(args.readme), markers(args.marker)
-    if readme.exists() and start in readme.read_text():
-        before, rest = readme.read_text().split(start, 1)
-        after = rest.split(end, 1)[1]
-        readme.write_text(f"{before}{start}\n{text}{end}{after}")
+    replace_table(args.readme, args.marker, text)
 
 
 if __name__ == "__main__":

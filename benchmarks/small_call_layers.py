@@ -11,6 +11,8 @@ Two tables, float32, one thread's view, warm, medians of interleaved rounds:
 2. GRUCell i4 h4 (batch 1) ``cell(x, h, out=h)``, from the public call down: the prepared op's
    call, its plan (``_plan.Plan``), the planned kernel (``run_planned``), and the full path's layers
    beside them (``Packed.compute``, ``_paths.run``, the serial kernel with its 12 arguments).
+3. GRUCell i256 h256 (batch 1): ``cell(x, h, out=h)``, and the kernel call of each path a one-row
+   cell can take (``_paths.run`` forced to 'serial' and to 'pair'), no other library in the process.
 """
 
 import argparse
@@ -129,6 +131,34 @@ def layer_cases():
     }
 
 
+def cell256_cases():
+    rng = np.random.default_rng(0)
+    i = h = 256
+    scale = 1 / np.sqrt(h)
+    W = rng.uniform(-scale, scale, (3 * h, i)).astype(np.float32)
+    R = rng.uniform(-scale, scale, (3 * h, h)).astype(np.float32)
+    cell = fastgru.GRUCell(W, R, np.zeros(3 * h, np.float32))
+    x, state = rng.standard_normal((1, i)).astype(np.float32), np.zeros((1, h), np.float32)
+    packed, out = cell._packed, np.empty((1, h), np.float32)
+    h3 = out.reshape(1, 1, h)
+    arrays = (
+        x.reshape(1, 1, i),
+        state.reshape(1, 1, h),
+        np.ones(1, np.int64),
+        NO_ROWS,
+        packed._no_att,
+        out.reshape(1, 1, 1, h),
+        h3,
+    )
+    return {
+        "cell(x, h, out=h)": lambda: cell(x, state, out=state),
+        "the serial path's kernel call (_paths.run 'serial')": lambda: _paths.run(
+            packed, "serial", 1, 1, arrays, None, 0
+        ),
+        "the pair path's kernel call (_paths.run 'pair')": lambda: _paths.run(packed, "pair", 1, 1, arrays, None, 0),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -141,6 +171,10 @@ def main(argv=None):
     lines += ["", "| GRUCell i4 h4, batch 1, float32: layer | µs |", "|---|---|"]
     lines += [
         f"| {name} | {ns / 1000:,.2f} |" for name, ns in _table(layer_cases(), args.rounds, args.calls // 4).items()
+    ]
+    lines += ["", "| GRUCell i256 h256, batch 1, float32 | µs |", "|---|---|"]
+    lines += [
+        f"| {name} | {ns / 1000:,.2f} |" for name, ns in _table(cell256_cases(), args.rounds, args.calls // 40).items()
     ]
     lines += [
         "",

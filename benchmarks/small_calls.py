@@ -1,7 +1,7 @@
 """The small-call table: the calls a low-latency server makes most, fastgru beside ONNX Runtime.
 
     python benchmarks/small_calls.py [--rounds 15] [--json benchmarks/small_calls_results.json]
-                                     [--md benchmarks/small_calls_results.md]
+                                     [--md benchmarks/small_calls_results.md] [--readme README.md]
 
 Rows (float32, 2 threads for both, everything in one process, warm):
 
@@ -15,7 +15,8 @@ Rows (float32, 2 threads for both, everything in one process, warm):
 Back-to-back rows: each round times ``--calls`` calls of each implementation in turn (the order
 alternates), and the row gives the median of the rounds' per-call means. Spaced rows: one call
 after each pause, the implementations alternating, 60 pauses each; the median. Writes JSON (the
-records and the machine) and a markdown table.
+records and the machine) and a markdown table, which ``--readme`` also puts between the markers
+``<!-- small-calls:start -->`` and ``<!-- small-calls:end -->`` of the README.
 """
 
 import argparse
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import machine_info  # noqa: E402  (also imports openvino first: Numba then picks TBB)
 from peers import Case, Shape, onnxruntime_gru  # noqa: E402
+from report import replace_table  # noqa: E402
 
 import fastgru  # noqa: E402
 
@@ -145,6 +147,7 @@ def main(argv=None):
     parser.add_argument("--pauses", type=int, default=60)
     parser.add_argument("--json", default=None)
     parser.add_argument("--md", default=None)
+    parser.add_argument("--readme", default=None, help="put the table between this file's small-calls markers")
     args = parser.parse_args(argv)
     records = measure(args.rounds, args.calls, args.pauses)
     machine = {**machine_info(), "date": time.strftime("%Y-%m-%d")}
@@ -154,6 +157,8 @@ def main(argv=None):
         Path(args.json).write_text(json.dumps({"machine": machine, "records": records}, indent=1) + "\n")
     if args.md:
         Path(args.md).write_text(text)
+    if args.readme:
+        replace_table(args.readme, "small-calls", text)
 
 
 if __name__ == "__main__":

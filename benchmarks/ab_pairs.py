@@ -1,0 +1,77 @@
+"""A/B of two checkouts over benchmark shapes: ``ab.py`` run in alternating processes, one at a time.
+
+    python benchmarks/ab_pairs.py OLD_CHECKOUT NEW_CHECKOUT [--shapes ID ...] [--pairs 5]
+                                  [--seconds 1.5] [--md benchmarks/ab_results.md]
+
+For each shape (default: every shape of ``bench_gru.SHAPES``), ``--pairs`` times: a process with
+OLD's fastgru on the path, then one with NEW's (the order alternates from pair to pair), each
+timing the prepared op with ``out=`` for ``--seconds`` after its warm-up (``ab.py``). The table
+gives the median over the processes of their medians, and NEW / OLD. Each process runs its own
+checkout's ``benchmarks/ab.py`` and fastgru (the shapes' ids and data are the same in both).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _median_us(checkout, shape, seconds):
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run(
+        [sys.executable, str(Path(checkout) / "benchmarks" / "ab.py"), shape, "--seconds", str(seconds)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return float(re.match(r"([\d.]+) µs", out).group(1))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old")
+    parser.add_argument("new")
+    parser.add_argument("--shapes", nargs="*")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--md", default=None)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    from bench_gru import SHAPES
+
+    shapes = args.shapes or [s.id for s in SHAPES]
+    lines = ["| shape | old µs | new µs | new / old |", "|---|---|---|---|"]
+    for shape in shapes:
+        times = {"old": [], "new": []}
+        for k in range(args.pairs):
+            order = ("old", "new") if k % 2 == 0 else ("new", "old")
+            for which in order:
+                times[which].append(_median_us(getattr(args, which), shape, args.seconds))
+        old, new = statistics.median(times["old"]), statistics.median(times["new"])
+        lines.append(f"| {shape} | {old:,.1f} | {new:,.1f} | {new / old:.3f} |")
+        print(lines[-1], flush=True)
+    from conftest import machine_info
+
+    machine = machine_info()
+    lines += [
+        "",
+        f"old: {args.old}; new: {args.new}. Prepared op with out=, 2 threads, medians of {args.pairs} processes "
+        f"each ({args.seconds} s of calls after a warm-up), alternating; {machine['cpu']} ({machine['isa']}); "
+        f"{time.strftime('%Y-%m-%d')}.",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.md:
+        Path(args.md).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
