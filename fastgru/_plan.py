@@ -1,9 +1,10 @@
 """Plans: the short path of a prepared op's call whose shapes, dtypes and layouts were seen before.
 
-A call goes through the full checks (``_validate``) and conversions (``_dispatch``) the first time
-its shapes come. When its arrays are ones the kernels take as they are (the op's dtype, which is
-the compute dtype, C-contiguous, aligned and writeable), it leaves a **plan** in the calling
-thread: the types and shapes it was checked for, and everything the kernels need beside the
+A call goes through the full checks (``_validate``) and conversions (``_dispatch``) the first two
+times its X shape comes on a thread. When the second one's arrays are ones the kernels take as
+they are (the op's dtype, which is the compute dtype, C-contiguous, aligned and writeable), it
+leaves a **plan** in the calling thread (not the first: a process that calls once compiles no
+plan's kernel): the types and shapes it was checked for, and everything the kernels need beside the
 arrays. A later call of the same X shape on the thread goes straight to the kernel:
 
 - a call that runs on the calling thread anyway (the small ones) is one call of ``run_planned``
