@@ -530,3 +530,54 @@ figure(
 figure(
     CHANGELOG, "with the same arrays 10.54x -> 3.34x the prepared cell's time", [SMALL_BEFORE, SMALL], "10.54", "3.34"
 )
+SPIN0 = "benchmarks/small_calls_results_spin0.md"
+figure(
+    TUNING,
+    "24.89 µs on the pair path against 26.86 µs on one thread; the whole `cell(x, h, out=h)` 31.20 µs",
+    LAYERS,
+    "24.89",
+    "26.86",
+    "31.20",
+)
+figure(TUNING, "has the cell at 41.66 µs against ONNX Runtime's 27.87", SMALL, "41.66", "27.87")
+figure(TUNING, "the cell on one thread) 32.06 µs against 27.75", SPIN0, "32.06", "27.75")
+figure(
+    TUNING,
+    "The dispatcher costs 133 ns a call with no argument and grows by about 70 ns per array argument: 326 ns for "
+    "one array, 601 for four, 754 for seven, 968 for twelve.",
+    LAYERS,
+    "133",
+    "326",
+    "601",
+    "754",
+    "968",
+)
+figure(TUNING, "costs nothing more: 751 ns for seven", LAYERS, "751")
+figure(
+    TUNING,
+    "took 7.34 µs: `Packed.compute` 5.04, `_paths.run` 3.20, the serial kernel with its twelve arguments 1.96",
+    LAYERS_BEFORE,
+    "7.34",
+    "5.04",
+    "3.20",
+    "1.96",
+)
+figure(TUNING, "With them, 2.80 µs: the plan 2.03, its kernel 1.63.", LAYERS, "2.80", "2.03", "1.63")
+ARCH = "docs/architecture.md"
+figure(ARCH, "| `cell(x, h, out=h)` | 7.34 | 2.80 |", [LAYERS_BEFORE, LAYERS], "7.34", "2.80")
+figure(
+    ARCH,
+    "| checks and conversions: `Packed.compute` / the plan | 5.04 | 2.03 |",
+    [LAYERS_BEFORE, LAYERS],
+    "5.04",
+    "2.03",
+)
+figure(ARCH, "| choosing the path: `_paths.run` | 3.20 | (none) |", LAYERS_BEFORE, "3.20")
+figure(
+    ARCH,
+    "| the kernel with its arguments: `run_serial`, 12 / `run_planned`, 7 | 1.96 | 1.63 |",
+    [LAYERS_BEFORE, LAYERS],
+    "1.96",
+    "1.63",
+)
+figure(ARCH, "326 ns with one array, 968 with twelve", LAYERS, "326", "968")

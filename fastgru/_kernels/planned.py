@@ -1,8 +1,8 @@
 """A small call in one kernel call: ``run_planned`` takes the arrays that change from call to call
 and one int64 **job** that holds the addresses of those that do not (the packed weights, the call
-descriptor, the scratch, ...), so that Numba's dispatcher unboxes seven arguments instead of twelve.
-Each array argument costs the dispatcher about 70 ns (benchmarks/tuning.md, "Tuning: the small
-call"): at a one-row, one-step call of hidden size 4 the arguments were half of the kernel's time.
+descriptor, the scratch, ...), so that Numba's dispatcher unboxes seven arguments instead of twelve:
+it looks at and unboxes each one on every call, which at a one-row, one-step call of hidden size 4
+is most of the kernel call's time (benchmarks/tuning.md, "Tuning: the small call").
 
 ``planned(signature)`` is run_planned compiled for exactly the argument types of one plan (dtype,
 rank, C layout, writeable, aligned): a call with other types raises TypeError instead of
