@@ -3,7 +3,7 @@
 A prepared op keeps its weights in the kernels' layout. A call of an X shape not seen before on
 its thread checks the per-request inputs, on a path of plain comparisons that falls back to the
 full checks of ``_validate.validate_call`` (and their messages) when anything differs from what
-the op expects; the second such call leaves a plan (``_plan.py``) that the next calls take.
+the op expects, and leaves a plan (``_plan.py``) that the next calls of that shape take.
 """
 
 import threading
@@ -86,9 +86,7 @@ class _Prepared(Described):
         results = self._packed.compute(X, h0, sequence_lengths, A, out)
         if len(plans) >= 16:
             plans.clear()
-        # The first call of a shape leaves a mark, the second its plan, which the next calls take:
-        # a process that calls once compiles no plan's kernel.
-        plans[X.shape] = plan_for(self._packed, *given, out) if X.shape in plans else None
+        plans[X.shape] = plan_for(self._packed, *given, out)  # the next calls of this shape take it
         return results[0] if len(results) == 1 else results
 
 

@@ -1,11 +1,12 @@
 """Plans: the short path of a prepared op's call whose shapes, dtypes and layouts were seen before.
 
-A call goes through the full checks (``_validate``) and conversions (``_dispatch``) the first two
-times its X shape comes on a thread. When the second one's arrays are ones the kernels take as
-they are (the op's dtype, which is the compute dtype, C-contiguous, aligned and writeable), it
-leaves a **plan** in the calling thread (not the first: a process that calls once compiles no
-plan's kernel): the types and shapes it was checked for, and everything the kernels need beside the
-arrays. A later call of the same X shape on the thread goes straight to the kernel:
+A call goes through the full checks (``_validate``) and conversions (``_dispatch``) the first time
+its X shape comes on a thread. When its arrays are ones the kernels take as they are (the op's
+dtype, which is the compute dtype, C-contiguous, aligned and writeable), it leaves a **plan** in
+the calling thread: the types and shapes it was checked for, and everything the kernels need
+beside the arrays (its kernel compiles, or loads from the cache, when a call first takes the plan:
+a process that calls once compiles nothing for plans). A later call of the same X shape on the
+thread goes straight to the kernel:
 
 - a call that runs on the calling thread anyway (the small ones) is one call of ``run_planned``
   (``_kernels/planned.py``), compiled for exactly the plan's types: Numba's dispatcher, which
@@ -46,6 +47,7 @@ class Plan:
         "fixed",
         "lengths",
         "no_att",
+        "signature",
     )
 
     def __init__(self, packed, X, h0, lengths, A, results):
@@ -58,7 +60,7 @@ class Plan:
         d, h = packed.n_dirs, packed.n_hidden
         pairs = n * d == 1 and h >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
         if _paths.choose(n, s, d, h, flops) != "serial" or pairs:  # serial whether the partner runs or not
-            self.run = self.job = self.fixed = self.lengths = self.no_att = None
+            self.run = self.job = self.fixed = self.lengths = self.no_att = self.signature = None
             self.shapes = tuple(None if a is None else a.shape for a in (X, h0, lengths, A))
             return
         call, floats, ints = _paths._plan(packed, n, s, None, 0, n, 1)
@@ -73,13 +75,12 @@ class Plan:
             job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
         job[JOB["steps"]] = s
         job.view(np.float64)[JOB["clip"]] = packed.clip
-        job[JOB["serial"]] = serial_job(self.dtype.itemsize)
         changing = (X, h0, self.lengths if lengths is None else lengths, self.no_att if A is None else A)
         changing += (results[0], results[-1])  # y and ho: the cell's Ho is both
         for k, array in enumerate(changing):  # in the order of SHAPED
             job[JOB["shapes"] + 4 * k : JOB["shapes"] + 4 * k + array.ndim] = array.shape
-        self.job, self.shapes = job, None
-        self.run = planned(numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(job)))
+        self.job, self.shapes, self.run = job, None, None
+        self.signature = numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(job))
 
     def __call__(self, X, h0, lengths, A, out):
         """The results of a call that matches the plan, else None (nothing was written)."""
@@ -101,6 +102,9 @@ class Plan:
             if not self.cell:
                 return None
             lengths = self.lengths
+        if self.run is None:  # the first call that takes the plan compiles (or loads) its kernels
+            self.job[JOB["serial"]] = serial_job(self.dtype.itemsize)
+            self.run = planned(self.signature)
         try:
             if self.run(X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], self.job):
                 return None
