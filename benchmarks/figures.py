@@ -581,3 +581,10 @@ figure(
     "1.63",
 )
 figure(ARCH, "326 ns with one array, 968 with twelve", LAYERS, "326", "968")
+table(
+    BENCHMARKING,
+    "numpy-candidate",
+    "benchmarks/candidate_numpy_results.md",
+    "python -m fastgru bench --candidate fastgru.reference:gru_sequence --suite tiny-v1 --suite latency-v1; the same "
+    "with fastgru.reference:gru_cell --op gru_cell (docs/benchmarking.md)",
+)
