@@ -35,6 +35,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ._import_torch import gru_cell, gru_layers, run_layers
+from ._kernels.memory import same_bits
 from ._threading import request, requested
 
 __all__ = ["GRU", "GRUCell", "optimize"]
@@ -70,29 +71,39 @@ class _Packs:
 
     An entry is found by the identity of the first Parameter and is valid while every Parameter
     is the same object with the same ``_version`` and ``data_ptr()``; it goes when the first
-    Parameter does. Lookups take no lock; two threads that pack the same weights at once both
-    compute the same ops, and one of them is kept.
+    Parameter does. An inference tensor (a model copied inside ``torch.inference_mode()``) has no
+    version counter, and may still change in place inside inference mode: the entry keeps a copy
+    of its bytes, compared at each lookup instead. Lookups take no lock; two threads that pack
+    the same weights at once both compute the same ops, and one of them is kept.
     """
 
     def __init__(self):
-        # id(params[0]) -> (weakref of params[0], [(id, _version, data_ptr)], attrs, ops, params[1:])
+        # id(params[0]) -> (weakref of params[0], [(id, _version, data_ptr)], attrs, ops, params[1:],
+        # [a copy of the bytes of each inference tensor, else None])
         self._entries = {}
         self._lock = threading.Lock()
         self.packs = 0  # how many times weights were packed (for the tests)
 
     def get(self, params, attrs, build):
         """The ops of ``params`` with attributes ``attrs``, packed by ``build(params)`` when missing or stale."""
-        state = [(id(p), p._version, p.data_ptr()) for p in params]
+        state = [(id(p), None if p.is_inference() else p._version, p.data_ptr()) for p in params]
         entry = self._entries.get(state[0][0])
-        if entry is not None and entry[1] == state and entry[2] == attrs and entry[0]() is params[0]:
+        if (
+            entry is not None
+            and entry[1] == state
+            and entry[2] == attrs
+            and entry[0]() is params[0]
+            and all(copy is None or same_bits(_bytes(p), copy) for p, copy in zip(params, entry[5]))
+        ):
             return entry[3]
         ops = build(params)
         key = state[0][0]
         ref = weakref.ref(params[0], lambda ref, key=key: self._forget(key, ref))
+        copies = [_bytes(p).copy() if p.is_inference() else None for p in params]
         with self._lock:
             # The entry goes with params[0] (a weak reference) and holds the others, so that no other
             # object can take their ids while it lives.
-            self._entries[key] = (ref, state, attrs, ops, params[1:])
+            self._entries[key] = (ref, state, attrs, ops, params[1:], copies)
             self.packs += 1
         return ops
 
@@ -108,6 +119,11 @@ class _Packs:
             entry = self._entries.get(key)
             if entry is not None and entry[0] is ref:
                 del self._entries[key]
+
+
+def _bytes(tensor):
+    """A tensor's data as a NumPy uint8 array (no copy for a contiguous tensor on the CPU)."""
+    return tensor.detach().contiguous().view(-1).view(torch.uint8).numpy()
 
 
 _PACKS = _Packs()

@@ -679,3 +679,25 @@ def test_import_fastgru_does_not_import_torch():
         "assert 'torch' in sys.modules and fastgru.torch.optimize\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_optimized_inside_inference_mode():
+    """A model optimised inside torch.inference_mode() has inference-tensor parameters, which keep
+    no version counter: its forward works there and outside, and follows in-place changes."""
+    module = torch.nn.GRU(I, H, num_layers=2, batch_first=True).eval()
+    x = inputs(np.random.default_rng(15), N, S, I)
+    with torch.inference_mode():
+        fast = fastgru.torch.optimize(module)
+        reference = copy.deepcopy(module)
+        got, want = fast(x), torch.nn.GRU.forward(reference, x)
+        check("float32", got, want)
+        packs = fastgru_torch._PACKS.packs
+        fast(x)
+        assert fastgru_torch._PACKS.packs == packs  # unchanged weights: no repacking
+        for target in (fast, reference):
+            target.weight_hh_l1.mul_(0.5)  # in place, inside inference mode
+        got, want = fast(x), torch.nn.GRU.forward(reference, x)
+        check("float32", got, want)
+        assert fastgru_torch._PACKS.packs == packs + 1
+    with torch.no_grad():
+        check("float32", fast(x), torch.nn.GRU.forward(reference, x))
