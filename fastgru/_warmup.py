@@ -51,7 +51,8 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
 
 def steps(dtypes=("float32",), ops=tuple(_PATHS)):
     """What ``warmup`` does, as (label, callable) pairs, for ``python -m fastgru warmup``'s progress:
-    each kernel path of each compute dtype, then the partner thread's loop."""
+    each kernel path of each compute dtype, the kernels of the prepared ops' plans, then the
+    partner thread's loop."""
     paths = dict.fromkeys(path for op in _names("ops", ops, tuple(_PATHS)) for path in _PATHS[op])
     computes = dict.fromkeys(
         compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
