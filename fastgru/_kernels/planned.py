@@ -10,8 +10,8 @@ compiling, so that Numba's own look at the types, which every call pays, is the 
 them. run_planned compares the shapes and the sequence lengths with the plan's, writes the
 changing arrays' addresses into the job and calls ``serial_job`` (a C callback compiled once per
 compute dtype, which runs ``rows.run_serial`` on the job's arrays) through its address: each
-signature of run_planned is then a small function of its own, compiled in a fraction of a second,
-instead of a copy of the whole serial kernel. The job (``_plan.py`` makes it, and keeps every
+signature of run_planned is then a small function of its own instead of a copy of the whole
+serial kernel. The job (``_plan.py`` makes it, and keeps every
 array it points to alive; one per plan, and a plan serves one thread):
 
     JOB[name]          address and size of each array, the element size and the clip's bits, as
