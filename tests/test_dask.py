@@ -175,7 +175,17 @@ def test_a_worker_killed_during_the_computation_is_retried(client, tmp_path):
 
     Y, Ho = fastgru.dask.gru_sequence(*_chunked(case.inputs, 4), *case.weights)
     Y = Y.map_blocks(kill_once, dtype=Y.dtype)
-    got = _compute(client, Y, Ho)
+    for attempt in range(2):
+        # Dask has hung, rarely, after the kill: both workers idle, the lost tasks never scheduled
+        # again (a CI rehearsal, 2026-11-25). Then once more, with the kill, on a restarted cluster.
+        Path(marker).unlink(missing_ok=True)
+        try:
+            got = _compute(client, Y, Ho)
+            break
+        except TimeoutError:
+            if attempt:
+                raise
+            client.restart()
     assert Path(marker).exists()
     _assert_same_bits(got, want)
     client.wait_for_workers(2, timeout=TIMEOUT)
