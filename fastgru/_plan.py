@@ -73,7 +73,7 @@ class Plan:
         job = np.zeros(JOB_SIZE, dtype=np.int64)
         for name, array in self.fixed.items():
             job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
-        job[JOB["itemsize"]], job[JOB["steps"]] = self.dtype.itemsize, s
+        job[JOB["steps"]] = s
         job.view(np.float64)[JOB["clip"]] = packed.clip
         changing = (X, h0, self.lengths if lengths is None else lengths, self.no_att if A is None else A)
         changing += (results[0], results[-1])  # y and ho: the cell's Ho is both

@@ -24,17 +24,13 @@ from .split import split_part, split_setup
 
 STATE, ASLEEP, NAP, JOB = 0, 8, 9, 16
 IDLE, POSTED, TAKEN, FINISHED, STOP = 0, 1, 2, 3, 4
-#: A **job**, the arguments of a kernel as addresses, at an offset of an int64 array (the mailbox's
-#: at JOB; a plan's, ``planned.py``, at 0): the element size, then each array's address and size in
-#: this order, then the clip's bits. ``write_job`` and ``read_job`` are its only readers and writers
-#: in compiled code.
-JOB_ARRAYS = "X h0 lengths state_rows att y ho weights call work iwork".split()
-JOB_ITEMSIZE = 0
-JOB_ADDRESS = {name: 1 + 2 * i for i, name in enumerate(JOB_ARRAYS)}
-JOB_CLIP = 1 + 2 * len(JOB_ARRAYS)
-JOB_FIELDS = JOB_CLIP + 1
-SIZE = JOB + JOB_FIELDS
-(_X, _H0, _LENGTHS, _STATE_ROWS, _ATT, _Y, _HO, _WEIGHTS, _CALL, _WORK, _IWORK) = (JOB_ADDRESS[n] for n in JOB_ARRAYS)
+#: The job: the element size, then each array's address and size, then the clip's bits.
+_ARRAYS = "X h0 lengths state_rows att y ho weights call work iwork".split()
+_ITEMSIZE = JOB
+_ADDRESS = {name: JOB + 1 + 2 * i for i, name in enumerate(_ARRAYS)}
+_CLIP = JOB + 1 + 2 * len(_ARRAYS)
+SIZE = _CLIP + 1
+(_X, _H0, _LENGTHS, _STATE_ROWS, _ATT, _Y, _HO, _WEIGHTS, _CALL, _WORK, _IWORK) = (_ADDRESS[n] for n in _ARRAYS)
 
 
 def new_mailbox():
@@ -43,43 +39,24 @@ def new_mailbox():
 
 
 @kernel()
-def write_job(job, at, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
-    """Write the job of a kernel call with these arguments at offset ``at`` of ``job``."""
-    job[at + JOB_ITEMSIZE] = y.itemsize
-    job[at + _X], job[at + _X + 1], job[at + _H0], job[at + _H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
-    job[at + _LENGTHS], job[at + _LENGTHS + 1] = address_of(lengths), lengths.size
-    job[at + _STATE_ROWS], job[at + _STATE_ROWS + 1] = address_of(state_rows), state_rows.size
-    job[at + _ATT], job[at + _ATT + 1] = address_of(att), att.size
-    job[at + _Y], job[at + _Y + 1] = address_of(y), y.size
-    job[at + _HO], job[at + _HO + 1] = address_of(ho), ho.size
-    job[at + _WEIGHTS], job[at + _WEIGHTS + 1] = address_of(weights), weights.size
-    job[at + _CALL], job[at + _CALL + 1] = address_of(call), call.size
-    job[at + _WORK], job[at + _WORK + 1] = address_of(work), work.size
-    job[at + _IWORK], job[at + _IWORK + 1] = address_of(iwork), iwork.size
-    job.view(np.float64)[at + JOB_CLIP] = clip
-
-
-@kernel()
-def read_job(job, at, like):
-    """The arguments (X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork) of
-    the job at offset ``at`` of ``job``, whose float arrays have the dtype of ``like``, with the
-    ranks the kernels are called with (their shapes do not matter: the kernels read them by flat
-    offsets)."""
-    ints = job
-    return (
-        carray(pointer_to(job[at + _X], like), (1, 1, job[at + _X + 1])),
-        carray(pointer_to(job[at + _H0], like), (1, 1, job[at + _H0 + 1])),
-        carray(pointer_to(job[at + _LENGTHS], ints), (job[at + _LENGTHS + 1],)),
-        carray(pointer_to(job[at + _STATE_ROWS], ints), (job[at + _STATE_ROWS + 1],)),
-        carray(pointer_to(job[at + _ATT], like), (1, job[at + _ATT + 1])),
-        carray(pointer_to(job[at + _Y], like), (1, 1, 1, job[at + _Y + 1])),
-        carray(pointer_to(job[at + _HO], like), (1, 1, job[at + _HO + 1])),
-        carray(pointer_to(job[at + _WEIGHTS], like), (job[at + _WEIGHTS + 1],)),
-        carray(pointer_to(job[at + _CALL], ints), (job[at + _CALL + 1],)),
-        job.view(np.float64)[at + JOB_CLIP],
-        carray(pointer_to(job[at + _WORK], like), (job[at + _WORK + 1],)),
-        carray(pointer_to(job[at + _IWORK], ints), (job[at + _IWORK + 1],)),
+def _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
+    """Write the job and publish it (the seq_cst store of POSTED makes the fields visible first)."""
+    job = mailbox
+    job[_ITEMSIZE] = y.itemsize
+    job[_X], job[_X + 1], job[_H0], job[_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
+    job[_LENGTHS], job[_LENGTHS + 1] = address_of(lengths), lengths.size
+    job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
+    job[_ATT], job[_ATT + 1], job[_Y], job[_Y + 1] = address_of(att), att.size, address_of(y), y.size
+    job[_HO], job[_HO + 1], job[_WEIGHTS], job[_WEIGHTS + 1] = (
+        address_of(ho),
+        ho.size,
+        address_of(weights),
+        weights.size,
     )
+    job[_CALL], job[_CALL + 1], job[_WORK], job[_WORK + 1] = address_of(call), call.size, address_of(work), work.size
+    job[_IWORK], job[_IWORK + 1] = address_of(iwork), iwork.size
+    mailbox.view(np.float64)[_CLIP] = clip
+    atomic_store(mailbox, STATE, POSTED)
 
 
 @kernel()
@@ -88,8 +65,7 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
 
     Returns 1 if the partner took the job, else 0 (this thread then ran worker 1's part too)."""
     split_setup(call, h0, state_rows, work, iwork)
-    write_job(mailbox, JOB, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
-    atomic_store(mailbox, STATE, POSTED)  # seq_cst: the job's fields are visible first
+    _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
     clip_at = y.dtype.type(clip)
     split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 0)
     if atomic_swap(mailbox, STATE, POSTED, IDLE):  # not taken: withdrawn, worker 1's part is ours
@@ -103,9 +79,27 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
 
 @kernel()
 def _serve_job(mailbox, like):
-    """Worker 1 of the job in ``mailbox``, whose float arrays have the dtype of ``like``."""
-    X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = read_job(mailbox, JOB, like)
-    split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, y.dtype.type(clip), work, iwork, 1)
+    """Worker 1 of the job in ``mailbox``, whose float arrays have the dtype of ``like``. The arrays get
+    the ranks the kernels are called with (their shapes do not matter: the kernels read them by
+    flat offsets)."""
+    ints = mailbox
+    y = carray(pointer_to(mailbox[_Y], like), (1, 1, 1, mailbox[_Y + 1]))
+    clip_at = y.dtype.type(mailbox.view(np.float64)[_CLIP])
+    split_part(
+        carray(pointer_to(mailbox[_X], like), (1, 1, mailbox[_X + 1])),
+        carray(pointer_to(mailbox[_H0], like), (1, 1, mailbox[_H0 + 1])),
+        carray(pointer_to(mailbox[_LENGTHS], ints), (mailbox[_LENGTHS + 1],)),
+        carray(pointer_to(mailbox[_STATE_ROWS], ints), (mailbox[_STATE_ROWS + 1],)),
+        carray(pointer_to(mailbox[_ATT], like), (1, mailbox[_ATT + 1])),
+        y,
+        carray(pointer_to(mailbox[_HO], like), (1, 1, mailbox[_HO + 1])),
+        carray(pointer_to(mailbox[_WEIGHTS], like), (mailbox[_WEIGHTS + 1],)),
+        carray(pointer_to(mailbox[_CALL], ints), (mailbox[_CALL + 1],)),
+        clip_at,
+        carray(pointer_to(mailbox[_WORK], like), (mailbox[_WORK + 1],)),
+        carray(pointer_to(mailbox[_IWORK], ints), (mailbox[_IWORK + 1],)),
+        1,
+    )
 
 
 @kernel()
@@ -128,7 +122,7 @@ def serve(mailbox, spin_cycles):
             spin_pause()
             state = atomic_load(mailbox, STATE)
         if atomic_swap(mailbox, STATE, POSTED, TAKEN):
-            if mailbox[JOB + JOB_ITEMSIZE] == 4:
+            if mailbox[_ITEMSIZE] == 4:
                 _serve_job(mailbox, f32)
             else:
                 _serve_job(mailbox, f64)

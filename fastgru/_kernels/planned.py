@@ -14,10 +14,10 @@ signature of run_planned is then a small function of its own instead of a copy o
 serial kernel. The job (``_plan.py`` makes it, and keeps every
 array it points to alive; one per plan, and a plan serves one thread):
 
-    JOB[name]          address and size of each array, the element size and the clip's bits, as
-                       ``pair.py`` lays out a job (``pair.JOB_ARRAYS``: the fixed arrays set by
-                       the plan, X, h0, att, y and ho by run_planned at every call),
+    JOB[name]          address and size of each array (``JOB_ARRAYS``; the fixed ones set by the
+                       plan, X, h0, att, y and ho by run_planned at every call),
     JOB["steps"]       S, the call's steps: a sequence length must lie in [0, S],
+    JOB["clip"]        the clip, as the bits of a float64,
     JOB["serial"]      the address of serial_job for the compute dtype,
     JOB["shapes"]      the shapes of X, h0, sequence_lengths, att, y and ho (``SHAPED``), 4 places each.
 
@@ -33,29 +33,51 @@ from numba.extending import intrinsic
 
 from .._config import kernel
 from .atomics import address_of, pointer_to
-from .pair import JOB_ADDRESS, JOB_CLIP, JOB_FIELDS, JOB_ITEMSIZE, read_job
 from .rows import run_serial
 
-#: Where each field sits in a plan's job: pair.py's job at offset 0 (its arrays by name, the
-#: element size, the clip), then S, serial_job's address and the shapes of the changing arrays.
+#: The arrays of a job, each as (address, size) in this order; then S, the clip's bits, serial_job's
+#: address and the shapes of the changing arrays.
+JOB_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths", "X", "h0", "att", "y", "ho")
 SHAPED = ("X", "h0", "lengths", "att", "y", "ho")
-JOB = {**JOB_ADDRESS, "itemsize": JOB_ITEMSIZE, "clip": JOB_CLIP}
-JOB.update(steps=JOB_FIELDS, serial=JOB_FIELDS + 1, shapes=JOB_FIELDS + 2)
+JOB = {name: 2 * i for i, name in enumerate(JOB_ARRAYS)}
+JOB["steps"] = 2 * len(JOB_ARRAYS)
+JOB["clip"] = JOB["steps"] + 1
+JOB["serial"] = JOB["clip"] + 1
+JOB["shapes"] = JOB["serial"] + 1
 JOB_SIZE = JOB["shapes"] + 4 * len(SHAPED)
-_X, _H0, _LENGTHS, _ATT, _Y, _HO = (JOB[name] for name in ("X", "h0", "lengths", "att", "y", "ho"))
-_STEPS, _SERIAL, _SHAPES = JOB["steps"], JOB["serial"], JOB["shapes"]
+_WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
+_STEPS, _CLIP, _SERIAL, _SHAPES = JOB["steps"], JOB["clip"], JOB["serial"], JOB["shapes"]
 
 #: Element types for serial_job's views (constants in the compiled code).
 _F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 
 
+@kernel()
+def _run_job(job, like):
+    """rows.run_serial on the arrays of ``job``, whose float arrays have the dtype of ``like``."""
+    run_serial(
+        carray(pointer_to(job[_X], like), (1, 1, job[_X + 1])),
+        carray(pointer_to(job[_H0], like), (1, 1, job[_H0 + 1])),
+        carray(pointer_to(job[_LENGTHS], job), (job[_LENGTHS + 1],)),
+        carray(pointer_to(job[_STATE_ROWS], job), (job[_STATE_ROWS + 1],)),
+        carray(pointer_to(job[_ATT], like), (1, job[_ATT + 1])),
+        carray(pointer_to(job[_Y], like), (1, 1, 1, job[_Y + 1])),
+        carray(pointer_to(job[_HO], like), (1, 1, job[_HO + 1])),
+        carray(pointer_to(job[_WEIGHTS], like), (job[_WEIGHTS + 1],)),
+        carray(pointer_to(job[_CALL], job), (job[_CALL + 1],)),
+        job.view(np.float64)[_CLIP],
+        carray(pointer_to(job[_WORK], like), (job[_WORK + 1],)),
+        carray(pointer_to(job[_IWORK], job), (job[_IWORK + 1],)),
+    )
+
+
 def _serial_f32(job_pointer):
-    run_serial(*read_job(carray(job_pointer, (JOB_SIZE,)), 0, _F32))
+    _run_job(carray(job_pointer, (JOB_SIZE,)), _F32)
     return 0
 
 
 def _serial_f64(job_pointer):
-    run_serial(*read_job(carray(job_pointer, (JOB_SIZE,)), 0, _F64))
+    _run_job(carray(job_pointer, (JOB_SIZE,)), _F64)
     return 0
 
 
