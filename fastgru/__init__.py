@@ -7,6 +7,7 @@ from ._import_openvino import from_openvino
 from ._import_torch import TorchGRU, from_torch
 from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
 from ._pool import StatePool
+from ._stack import GRUStack, StackStream
 from ._threading import get_num_threads, set_num_threads, threads
 from ._validate import FastGRUError
 from ._warmup import warmup
@@ -18,7 +19,9 @@ __all__ = [
     "FastGRUError",
     "GRUCell",
     "GRUSequence",
+    "GRUStack",
     "OnnxGRU",
+    "StackStream",
     "StatePool",
     "Stream",
     "TorchGRU",

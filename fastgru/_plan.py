@@ -103,7 +103,7 @@ class Plan:
                 return None
             lengths = self.lengths
         if self.run is None:  # the first call that takes the plan compiles (or loads) its kernels
-            self.job[JOB["serial"]] = serial_job(self.dtype.itemsize)
+            self.job[JOB["callback"]] = serial_job(self.dtype.itemsize)
             self.run = planned(self.signature)
         try:
             if self.run(X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], self.job):

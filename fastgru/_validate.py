@@ -474,6 +474,47 @@ def check_out(spec, out, shapes):
     return tuple(outs)
 
 
+# -------------------------------------------------------------------------------------------- stacks
+
+
+def check_stack_layers(layers, sequence_class):
+    """The layers of a GRUStack: prepared GRUSequence ops of one dtype, each taking the previous
+    one's Y (num_directions·hidden_size inputs)."""
+    if not layers:
+        raise FastGRUError("GRUStack: layers is empty; expected a list of prepared fastgru.GRUSequence ops")
+    for k, op in enumerate(layers):
+        if type(op) is not sequence_class:
+            raise TypeError(
+                f"GRUStack: layer {k} is {type(op).__name__}; expected a prepared fastgru.GRUSequence, "
+                "e.g. fastgru.GRUSequence(W, R, B)"
+            )
+        spec = op.spec
+        if spec.dtype != layers[0].spec.dtype:
+            raise TypeError(
+                f"GRUStack: layer {k}'s dtype is {spec.dtype.name}; expected {layers[0].spec.dtype.name}, "
+                "layer 0's: the layers of a stack share one dtype"
+            )
+        if k > 0:
+            before = layers[k - 1].spec
+            width = before.num_directions * before.hidden_size
+            if spec.input_size != width:
+                raise FastGRUError(
+                    f"GRUStack: layer {k}'s input_size is {spec.input_size}; expected {width}, layer {k - 1}'s "
+                    f"num_directions*hidden_size ({before.num_directions}*{before.hidden_size}): its Y is "
+                    f"layer {k}'s X"
+                )
+
+
+def check_stack_state(where, name, state, shape, dtype):
+    """A stack's states: ``shape`` (N, state_size) and the stack's dtype (T1)."""
+    _check_t1(where, {name: state}, "the stack's layers", dtype)
+    if state.shape != shape:
+        raise FastGRUError(
+            f"{where}: {name} has shape {state.shape}; expected {shape}, (batch_size, state_size): each row "
+            "the layers' states one after another"
+        )
+
+
 # --------------------------------------------------------------------------------------------- pools
 # The checks of fastgru.StatePool (``_pool.py``). ``where`` names the op and the method, e.g.
 # "GRUCell pool.step". A failed check raises before any state changes.
