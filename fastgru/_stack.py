@@ -142,8 +142,8 @@ class GRUStack:
         if out is not None:
             if type(out) is not tuple or len(out) != 2:
                 raise FastGRUError(f"GRUStack: out is {type(out).__name__}; expected a tuple (Y, Ho) of ndarrays")
-            check_out_array("GRUStack: out Y", out[0], y_shape, self.dtype)
-            check_out_array("GRUStack: out Ho", out[1], (n, self.state_size), self.dtype)
+            check_out_array("GRUStack", out[0], y_shape, self.dtype, "out Y")
+            check_out_array("GRUStack", out[1], (n, self.state_size), self.dtype, "out Ho")
         seen = self._seen.__dict__
         if len(seen) >= 16:
             seen.clear()
@@ -173,7 +173,8 @@ class GRUStack:
     def run(self, n, s, X, h0, lengths, state_rows, y, ho, keep=False, path=None):
         """The kernel call on checked inputs of N rows and S steps (any T1 layout: converted here):
         h0 and ho (N, state_size), or a pool's states with ``state_rows``; ``keep``: a row of length 0
-        keeps its state (streams, pools); ``path`` forces one of ``_paths.PATHS`` on every layer."""
+        keeps its state (streams, pools); ``path`` forces one of ``_paths.PATHS`` on every layer.
+        Returns the path each layer ran."""
         ct = self.compute_dtype
         X = _scratch.converted("X", X, ct).reshape(n, s, self.input_size)
         h0 = _scratch.converted("h0", h0, ct)
@@ -185,15 +186,19 @@ class GRUStack:
         if "parallel" in paths or "split" in paths:
             _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
             with lease(requested()) as granted:
-                run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(_effective(paths, granted, None, forced)))
+                ways = _effective(paths, granted, None, forced)
+                run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(ways))
         elif "pair" in paths:
             partner = _partner.PARTNER
             with partner.lease(wake=layout.flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
                 with lease(min(2, requested()) if taken else 1) as granted:
                     mailbox = partner.mailbox if granted > 1 else _scratch.mailbox() if forced else None
-                    run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(_effective(paths, granted, mailbox, forced)))
+                    ways = _effective(paths, granted, mailbox, forced)
+                    run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(ways))
         else:
-            run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(_effective(paths, 1, None, forced)))
+            ways = _effective(paths, 1, None, forced)
+            run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(ways))
+        return tuple(way[0] for way in ways)
 
     def _layout(self, n, s, keep):
         key = n, s, keep, _tuning.GENERATION
@@ -350,13 +355,9 @@ class StackStream:
         n = h0.shape[0] if h0.ndim else 0
         check_stack_state("GRUStack.stream", "initial_hidden_state", h0, (n, stack.state_size), stack.dtype)
         lengths = np.full(n, np.iinfo(np.int64).max) if sequence_lengths is None else np.asarray(sequence_lengths)
-        if sequence_lengths is not None:
-            validate_call(stack.spec, {"sequence_lengths": lengths})
-            if lengths.shape != (n,):
-                raise FastGRUError(
-                    f"GRUStack.stream: sequence_lengths has shape {lengths.shape}; expected ({n},), a length "
-                    "per row of initial_hidden_state"
-                )
+        first = stack.spec  # the lengths get the first layer's checks, with its part of the states
+        first_h0 = h0[:, : first.num_directions * first.hidden_size].reshape(n, *first.state_shape)
+        validate_call(first, {"initial_hidden_state": first_h0, "sequence_lengths": lengths})
         self._stack = stack
         self._state = np.array(h0, dtype=stack.compute_dtype, order="C")
         self._remaining = lengths.astype(np.int64)

@@ -646,16 +646,16 @@ def check_batch(where, X, n):
         raise FastGRUError(f"{where}: X has batch_size {X.shape[0]} (X.shape[0]); expected {n}, one row per id of ids")
 
 
-def check_out_array(where, out, shape, dtype):
+def check_out_array(where, out, shape, dtype, name="out"):
     """A preallocated result: an ndarray of ``shape`` and ``dtype`` (T1), C-contiguous and writeable."""
     if type(out) is np.ndarray and out.shape == shape and out.dtype is dtype and out.flags.carray:
         return out  # the common case, in plain comparisons
     if not isinstance(out, np.ndarray):
-        raise FastGRUError(f"{where}: out is {type(out).__name__}; expected an ndarray of shape {shape}")
+        raise FastGRUError(f"{where}: {name} is {type(out).__name__}; expected an ndarray of shape {shape}")
     if out.shape != shape:
-        raise FastGRUError(f"{where}: out has shape {out.shape}; expected {shape}")
+        raise FastGRUError(f"{where}: {name} has shape {out.shape}; expected {shape}")
     if out.dtype != dtype:  # dtype is native: a swapped byte order differs too
-        raise _out_dtype_error(f"{where}: out", out.dtype, dtype)
+        raise _out_dtype_error(f"{where}: {name}", out.dtype, dtype)
     if not (out.flags.c_contiguous and out.flags.writeable):
-        raise FastGRUError(f"{where}: out must be a writeable C-contiguous array")
+        raise FastGRUError(f"{where}: {name} must be a writeable C-contiguous array")
     return out

@@ -1,0 +1,221 @@
+"""GRUStack: the bits of its layers run one by one with their ops, on every path, thread count and
+dtype, with ragged and empty lengths; streams of stacks; the errors of the first layer that
+refuses the input; no caller array written."""
+
+import numba
+import numpy as np
+import pytest
+from conftest import reach
+
+import fastgru
+from fastgru import _partner
+from fastgru._dispatch import NO_ROWS
+
+
+def _layer(rng, i, h, direction="forward", lbr=False, dtype=np.float32, **attributes):
+    d = 2 if direction == "bidirectional" else 1
+    scale = 1 / np.sqrt(h)
+    return fastgru.GRUSequence(
+        rng.uniform(-scale, scale, (d, 3 * h, i)).astype(dtype),
+        rng.uniform(-scale, scale, (d, 3 * h, h)).astype(dtype),
+        rng.uniform(-scale, scale, (d, (4 if lbr else 3) * h)).astype(dtype),
+        direction=direction,
+        linear_before_reset=lbr,
+        **attributes,
+    )
+
+
+def _mixed(rng, dtype):
+    """Layers that differ in everything a layer may: direction, size, lbr, clip, activations."""
+    return [
+        _layer(rng, 5, 7, "bidirectional", True, dtype),
+        _layer(rng, 14, 9, "reverse", False, dtype, clip=0.7),
+        _layer(rng, 9, 33, "forward", True, dtype, activations=["tanh", "relu"]),
+        _layer(rng, 33, 6, "forward", False, dtype),
+    ]
+
+
+def _one_by_one(layers, X, h0, lengths):
+    """The layers run with their ops, layer k's Y as layer k+1's X: what a stack must give."""
+    n, s = X.shape[0], X.shape[1]
+    states = []
+    at = 0
+    for op in layers:
+        d, h = op.spec.num_directions, op.hidden_size
+        Y, Ho = op(X, np.ascontiguousarray(h0[:, at : at + d * h]).reshape(n, d, h), lengths)
+        states.append(Ho.reshape(n, d * h))
+        X = Y.transpose(0, 2, 1, 3).reshape(n, s, d * h)
+        at += d * h
+    return Y, np.concatenate(states, axis=1)
+
+
+def _inputs(rng, stack, n, s, dtype):
+    X = rng.standard_normal((n, s, stack.input_size)).astype(dtype)
+    h0 = rng.standard_normal((n, stack.state_size)).astype(dtype)
+    lengths = rng.integers(0, s + 1, n)
+    lengths[0] = s
+    return X, h0, lengths
+
+
+def _assert_bits(actual, expected):
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_array_equal(a.view(f"u{a.itemsize}"), e.view(f"u{e.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("path", ["serial", "parallel"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_paths_give_the_layers_bits(monkeypatch, dtype, path, threads):
+    if threads > numba.config.NUMBA_NUM_THREADS:
+        pytest.skip("Numba has fewer threads here")
+    rng = np.random.default_rng(1)
+    stack = fastgru.GRUStack(_mixed(rng, dtype))
+    X, h0, lengths = _inputs(rng, stack, 13, 6, dtype)
+    expected = _one_by_one(stack.layers, X, h0, lengths)
+    reach(monkeypatch, path)
+    with fastgru.threads(threads):
+        _assert_bits(stack(X, h0, lengths), expected)
+        y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+        ran = stack.run(13, 6, X, h0, lengths, NO_ROWS, y, ho)
+    wanted = "parallel" if path == "parallel" and threads > 1 else "serial"
+    assert ran == (wanted,) * 4
+    _assert_bits((y, ho), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("path", ["split", "pair"])
+@pytest.mark.parametrize("lbr", [False, True])
+def test_one_row_paths_give_the_layers_bits(monkeypatch, dtype, path, lbr):
+    if path == "pair" and not _partner.PARTNER.enabled:
+        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+    rng = np.random.default_rng(2)
+    layers = [_layer(rng, 6, 40, "forward", lbr, dtype), _layer(rng, 40, 64, "forward", not lbr, dtype)]
+    layers.append(_layer(rng, 64, 17, "forward", lbr, dtype, clip=0.5))
+    stack = fastgru.GRUStack(layers)
+    for s in (1, 7):
+        X, h0, lengths = _inputs(rng, stack, 1, s, dtype)
+        expected = _one_by_one(layers, X, h0, lengths)
+        reach(monkeypatch, path)
+        y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+        with fastgru.threads(2):
+            ran = stack.run(1, s, X, h0, lengths, NO_ROWS, y, ho)
+        assert ran == (path,) * 3
+        _assert_bits((y, ho), expected)
+        for forced in ("serial", "parallel", "split", "pair"):  # forced paths, whatever the tuning
+            ran = stack.run(1, s, X, h0, lengths, NO_ROWS, y, ho, path=forced)
+            _assert_bits((y, ho), expected)
+        monkeypatch.undo()
+
+
+def test_16_bit_dtypes_give_the_layers_bits():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        rng = np.random.default_rng(3)
+        stack = fastgru.GRUStack(_mixed(rng, dtype))
+        X, h0, lengths = _inputs(rng, stack, 4, 5, dtype)
+        _assert_bits(stack(X, h0, lengths), _one_by_one(stack.layers, X, h0, lengths))
+
+
+@pytest.mark.parametrize("lengths", [None, "int32", "zeros"])
+def test_lengths_of_every_kind(lengths):
+    rng = np.random.default_rng(4)
+    stack = fastgru.GRUStack(_mixed(rng, np.float32))
+    X, h0, ragged = _inputs(rng, stack, 5, 4, np.float32)
+    given = {None: None, "int32": ragged.astype(np.int32), "zeros": np.zeros(5, np.int64)}[lengths]
+    expected = _one_by_one(stack.layers, X, h0, given)
+    _assert_bits(stack(X, h0, given), expected)
+    _assert_bits(stack(X, h0, given), expected)  # the second call takes the checked shape's short way
+    if lengths == "zeros":
+        assert not expected[0].any() and not expected[1].any()
+
+
+def test_out_and_no_input_written():
+    rng = np.random.default_rng(5)
+    stack = fastgru.GRUStack(_mixed(rng, np.float32))
+    X, h0, lengths = _inputs(rng, stack, 3, 4, np.float32)
+    copies = [a.copy() for a in (X, h0, lengths)]
+    expected = _one_by_one(stack.layers, X, h0, lengths)
+    out = (np.empty_like(expected[0]), np.empty_like(expected[1]))
+    for _ in range(2):
+        result = stack(X, h0, lengths, out=out)
+        assert result[0] is out[0] and result[1] is out[1]
+        _assert_bits(out, expected)
+    for a, b in zip((X, h0, lengths), copies):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_states_splits_ho_into_the_layers_states():
+    rng = np.random.default_rng(6)
+    stack = fastgru.GRUStack(_mixed(rng, np.float32))
+    X, h0, lengths = _inputs(rng, stack, 3, 4, np.float32)
+    _, Ho = stack(X, h0, lengths)
+    states = stack.states(Ho)
+    assert [s.shape for s in states] == [(3, 2, 7), (3, 1, 9), (3, 1, 33), (3, 1, 6)]
+    n, s = X.shape[:2]
+    x = X
+    for op, state, at in zip(stack.layers, states, stack._offsets):
+        d, h = op.spec.num_directions, op.hidden_size
+        y, ho = op(x, h0[:, at : at + d * h].reshape(n, d, h).copy(), lengths)
+        np.testing.assert_array_equal(state, ho)
+        x = y.transpose(0, 2, 1, 3).reshape(n, s, d * h)
+    assert "num_layers=4" in repr(stack) and "state_size=" in repr(stack)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stream_chunks_equal_one_call(dtype):
+    rng = np.random.default_rng(7)
+    layers = [_layer(rng, 4, 16, "forward", True, dtype), _layer(rng, 16, 8, "forward", False, dtype, clip=0.9)]
+    stack = fastgru.GRUStack(layers)
+    X, h0, lengths = _inputs(rng, stack, 3, 9, dtype)
+    lengths[:] = [9, 4, 0]
+    Y, Ho = stack(X, h0, lengths)
+    stream = stack.stream(h0, lengths)
+    chunks = [stream(X[:, t : t + k]) for t, k in ((0, 1), (1, 3), (4, 1), (5, 4))]
+    _assert_bits((np.concatenate(chunks, axis=2),), (Y,))
+    _assert_bits((stream.Ho,), (Ho,))
+    assert stream.steps == 9
+    frames = stack.stream(h0)  # frame by frame, unbounded: the state of every step carried in one array
+    for t in range(9):
+        frames(X[:, t : t + 1])
+    _assert_bits((frames.Ho,), (stack(X, h0, np.full(3, 9))[1],))
+
+
+def test_errors_are_the_first_layers():
+    rng = np.random.default_rng(8)
+    stack = fastgru.GRUStack(_mixed(rng, np.float32))
+    first = stack.layers[0]
+    X, h0, lengths = _inputs(rng, stack, 3, 4, np.float32)
+    h0_first = np.zeros((3, 2, 7), np.float32)
+    for bad_x, bad_lengths, error in (
+        (X[:, :, :4], lengths, fastgru.FastGRUError),  # input_size
+        (X.astype(np.float64), lengths, TypeError),
+        (X, np.array([1, 2, 9]), fastgru.FastGRUError),  # a length past S
+        (X, np.array([1.0, 2.0, 3.0]), TypeError),
+    ):
+        with pytest.raises(error) as expected:
+            first(bad_x, h0_first, bad_lengths)
+        with pytest.raises(error) as raised:
+            stack(bad_x, h0, bad_lengths)
+        if bad_x.dtype == np.float32:
+            assert str(raised.value) == str(expected.value)
+        else:  # the op names X against initial_hidden_state, the stack against its layers' weights
+            assert "X is float64" in str(raised.value)
+    with pytest.raises(fastgru.FastGRUError, match=r"initial_hidden_state has shape \(3, 5\); expected \(3, 62\)"):
+        stack(X, h0[:, :5], lengths)
+    with pytest.raises(TypeError, match="initial_hidden_state is float64"):
+        stack(X, h0.astype(np.float64), lengths)
+    with pytest.raises(fastgru.FastGRUError, match="out Ho has shape"):
+        stack(X, h0, lengths, out=(np.empty((3, 1, 4, 6), np.float32), np.empty((3, 5), np.float32)))
+    with pytest.raises(fastgru.FastGRUError, match="layer 1's input_size is 14; expected 7"):
+        fastgru.GRUStack([_layer(rng, 5, 7), _layer(rng, 14, 9)])
+    with pytest.raises(TypeError, match="layer 1 is GRUCell"):
+        fastgru.GRUStack([_layer(rng, 5, 7), fastgru.GRUCell(np.zeros((21, 7)), np.zeros((21, 7)))])
+    with pytest.raises(TypeError, match="layer 1's dtype is float64"):
+        fastgru.GRUStack([_layer(rng, 5, 7), _layer(rng, 7, 7, dtype=np.float64)])
+    with pytest.raises(fastgru.FastGRUError, match="layers is empty"):
+        fastgru.GRUStack([])
+    with pytest.raises(fastgru.FastGRUError, match="layer 0's direction is 'bidirectional'"):
+        stack.stream(h0)
+    after = stack(X, h0, lengths)  # a refused call changed nothing: the next gives the layers' bits
+    _assert_bits(after, _one_by_one(stack.layers, X, h0, lengths))
