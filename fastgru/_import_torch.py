@@ -13,6 +13,7 @@ import numpy as np
 
 from ._import_common import about, fused_bias, to_numpy
 from ._ops import GRUCell, GRUSequence
+from ._stack import GRUStack
 from ._validate import FastGRUError
 
 _KEY = re.compile(r"(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?")
@@ -47,6 +48,8 @@ class TorchGRU:
     ----------
     layers : list of fastgru.GRUSequence
         One prepared op per layer, direction "bidirectional" when the GRU is, linear_before_reset=True.
+    stack : fastgru.GRUStack
+        The layers as one stack, which runs them in one kernel call per call.
     num_layers, hidden_size, input_size : int
     bidirectional, batch_first : bool
     dtype : numpy.dtype
@@ -54,6 +57,7 @@ class TorchGRU:
 
     def __init__(self, layers, *, batch_first, bidirectional):
         self.layers = layers
+        self.stack = GRUStack(layers)
         self.batch_first = batch_first
         self.bidirectional = bidirectional
 
@@ -90,7 +94,7 @@ class TorchGRU:
             lengths = to_numpy(lengths)
             if unbatched and lengths.ndim == 0:
                 lengths = lengths[None]
-        output, h_n = run_layers(self.layers, x, h0, lengths, batch_first=self.batch_first or unbatched)
+        output, h_n = run_layers(self.stack, x, h0, lengths, batch_first=self.batch_first or unbatched)
         if unbatched:
             return output[0], np.ascontiguousarray(h_n[:, 0])
         return output, h_n
@@ -232,33 +236,33 @@ def gru_cell(weight_ih, weight_hh, bias_ih=None, bias_hh=None, dtype=None) -> GR
     return GRUCell(_zrh(weight_ih).astype(dtype), _zrh(weight_hh).astype(dtype), B, linear_before_reset=True)
 
 
-def run_layers(layers, x, h0, lengths, batch_first):
-    """Run a stack of GRU layers as torch.nn.GRU does; every layout conversion between torch's
-    tensors and the ops' arrays is here, and only here.
+def run_layers(stack, x, h0, lengths, batch_first):
+    """Run a stack of GRU layers (a :class:`fastgru.GRUStack`) as torch.nn.GRU does; every layout
+    conversion between torch's tensors and the stack's arrays is here, and only here.
 
-    ``layers``: the prepared GRUSequence ops (one per layer, all of one direction and dtype);
     ``x`` (N, S, I) with ``batch_first``, else (S, N, I); ``h0`` (layers*D, N, H) or None for
     zeros; ``lengths`` (N,) integers or None. Returns ``output`` (N, S, D*H) with ``batch_first``,
-    else (S, N, D*H), and ``h_n`` (layers*D, N, H): new C-contiguous arrays of the ops' dtype.
+    else (S, N, D*H), and ``h_n`` (layers*D, N, H): new C-contiguous arrays of the stack's dtype.
 
-    The ops take X as (N, S, I) and return Y (N, D, S, H), Ho (N, D, H), all C-contiguous, so the
-    copies left are: a time-major x (the op copies it to (N, S, I)); h0 per layer when D = 2 and
-    N > 1 (its (N, D, H) view is strided); Y of a bidirectional layer, to (N, S, 2H), as the next
-    layer's input or as the output; a time-major output; and h_n, from each layer's Ho. A
-    forward GRU in batch_first layout with C-contiguous input copies neither x nor the output.
+    The stack takes X as (N, S, I) and the states as (N, layers*D*H), and returns Y (N, D, S, H):
+    copies are left for a time-major x (the stack copies it to (N, S, I)), h0 and h_n when N > 1
+    (torch's states are layer-major), the Y of a bidirectional last layer, to (N, S, 2H), and a
+    time-major output. A forward GRU at batch 1 in batch_first layout copies nothing.
     """
     if not batch_first:
         x = x.transpose(1, 0, 2)
     n, s = x.shape[0], x.shape[1]
-    first = layers[0]
+    first = stack.layers[0]
     d, hidden, dtype = first.spec.num_directions, first.hidden_size, first.dtype
-    h_n = np.empty((len(layers) * d, n, hidden), dtype=dtype)
-    zeros = np.zeros((n, d, hidden), dtype=dtype) if h0 is None else None
-    for k, op in enumerate(layers):
-        y, ho = op(x, zeros if h0 is None else h0[k * d : (k + 1) * d].transpose(1, 0, 2), lengths)
-        x = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): a view when D = 1
-        h_n[k * d : (k + 1) * d] = ho.transpose(1, 0, 2)  # (N, D, H) -> (D, N, H)
-    output = x if batch_first else x.transpose(1, 0, 2)
+    rows = len(stack.layers) * d
+    if h0 is None:
+        state = np.zeros((n, stack.state_size), dtype=dtype)
+    else:
+        state = np.ascontiguousarray(h0.transpose(1, 0, 2)).reshape(n, stack.state_size)
+    y, ho = stack(x, state, lengths)
+    output = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): a view when D = 1
+    h_n = np.ascontiguousarray(ho.reshape(n, rows, hidden).transpose(1, 0, 2))
+    output = output if batch_first else output.transpose(1, 0, 2)
     return np.ascontiguousarray(output), h_n
 
 

@@ -10,16 +10,17 @@ of the states in or out.
 """
 
 import heapq
+import math
 import threading
 
 import numpy as np
 
 from . import _scratch
 from ._codes import CLOSED, IDLE
-from ._dispatch import result_shapes
 from ._kernels import marks
 from ._kernels.memory import aligned
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._stack import GRUStack
 from ._validate import (
     check_batch,
     check_capacity,
@@ -75,18 +76,20 @@ class StatePool:
     """
 
     def __init__(self, op, capacity: int):
-        spec = check_pool_op(op, (GRUCell, GRUSequence, AUGRUSequence))
+        spec = check_pool_op(op, (GRUCell, GRUSequence, AUGRUSequence, GRUStack))
         capacity = check_capacity(capacity)
-        packed = op._packed
-        ct, h = packed.compute_dtype, spec.hidden_size
+        packed = op._packed  # a stack is its own: it runs like packed weights (``_stack.py``)
+        ct = packed.compute_dtype
         self.op, self.capacity, self._spec, self._packed = op, capacity, spec, packed
         self._cell = spec.layout == "cell"
         self._augru = spec.op == "AUGRUSequence"
         self._x_rank = 2 if self._cell else 3
         self._native = spec.dtype == ct
         #: One stream's state as the op's Ho has it per row: (H,), or (1, H) for GRUSequence's layout.
-        self.state_shape = result_shapes(spec, 0, 0)[-1][1:]
-        #: Every stream's state, row i for id i, as the kernels read and write it: (capacity, 1, H).
+        self.state_shape = packed.result_shapes(0, 0)[-1][1:]
+        h = math.prod(self.state_shape)
+        #: Every stream's state, row i for id i, as the kernels read and write it: (capacity, 1, H), or
+        #: a stack's (capacity, 1, state_size).
         self._states = aligned(capacity * h, ct, zero=True).reshape(capacity, 1, h)
         #: Per id, CLOSED, IDLE or HELD (by a running step): read and written under the lock, one by
         #: one through the bytearray, by a step's claim and release through its NumPy view.
@@ -269,7 +272,7 @@ class StatePool:
     def _run(self, n, s, ids, X, lengths, A, out, shape):
         """The kernel call on checked inputs; returns the result in T1."""
         spec, packed = self._spec, self._packed
-        ct, h = packed.compute_dtype, spec.hidden_size
+        ct, h = packed.compute_dtype, packed.n_hidden
         if self._native:
             y = np.empty(shape, ct) if out is None else out
         else:  # float16 and bfloat16: computed in float32 in a kept buffer, rounded to T1 once

@@ -93,6 +93,11 @@ class GRUStack:
         #: Each thread's (n, s, Y's shape) of a call shape that passed the checks, by X's shape.
         self._seen = threading.local()
         self._layouts = {}
+        #: What a StatePool takes of an op's packed weights (``run``, ``result_shapes``,
+        #: ``compute_dtype``, ``n_hidden``, ``_no_att``): a stack is its own.
+        self._packed = self
+        self.n_hidden = last.hidden_size
+        self._no_att = np.zeros((0, 0), self.compute_dtype)
 
     @property
     def num_layers(self) -> int:
@@ -128,8 +133,12 @@ class GRUStack:
             return self._by_layers(X, initial_hidden_state, sequence_lengths, out)
         ct = self.compute_dtype
         y, ho = (np.empty(y_shape, ct), np.empty((n, self.state_size), ct)) if out is None else out
-        self.run(n, s, X, initial_hidden_state, sequence_lengths, NO_ROWS, y, ho)
+        self.run(n, s, (X, initial_hidden_state, sequence_lengths, NO_ROWS, None, y, ho))
         return y, ho
+
+    def result_shapes(self, n, s):
+        """(Y, Ho) shapes of a call of N rows and S steps."""
+        return (n, self._last.num_directions, s, self._last.hidden_size), (n, self.state_size)
 
     def _check(self, X, h0, lengths, out):
         """The full checks of a call; returns (n, s, Y's shape) and remembers them for X's shape."""
@@ -170,11 +179,13 @@ class GRUStack:
 
     # ---------------------------------------------------------------------------------- the kernel call
 
-    def run(self, n, s, X, h0, lengths, state_rows, y, ho, keep=False, path=None):
-        """The kernel call on checked inputs of N rows and S steps (any T1 layout: converted here):
-        h0 and ho (N, state_size), or a pool's states with ``state_rows``; ``keep``: a row of length 0
-        keeps its state (streams, pools); ``path`` forces one of ``_paths.PATHS`` on every layer.
-        Returns the path each layer ran."""
+    def run(self, n, s, arrays, strides=None, keep=False, path=None):
+        """The kernel call on checked ``arrays`` (X, h0, lengths, state_rows, att, y, ho) of N rows and
+        S steps, as ``Packed.run`` takes them (att unused, strides the canonical ones): X in any T1
+        layout (converted here), h0 and ho (N, state_size) or a pool's states with ``state_rows``, y
+        the last layer's Y; ``keep``: a row of length 0 keeps its state (streams, pools); ``path``
+        forces one of ``_paths.PATHS`` on every layer. Returns the path each layer ran."""
+        X, h0, lengths, state_rows, _, y, ho = arrays
         ct = self.compute_dtype
         X = _scratch.converted("X", X, ct).reshape(n, s, self.input_size)
         h0 = _scratch.converted("h0", h0, ct)
@@ -386,7 +397,7 @@ class StackStream:
         chunk = np.clip(self._remaining, 0, s)
         last = stack._last
         y = np.empty((n, last.num_directions, s, last.hidden_size), dtype=stack.compute_dtype)
-        stack.run(n, s, X, self._state, chunk, NO_ROWS, y, self._state, keep=True)
+        stack.run(n, s, (X, self._state, chunk, NO_ROWS, None, y, self._state), keep=True)
         self._remaining -= chunk
         self.steps += s
         return y

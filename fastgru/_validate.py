@@ -524,9 +524,15 @@ def check_pool_op(op, classes):
     """A prepared op of ``classes`` whose streams can be stepped: forward only. Returns its Spec."""
     if not isinstance(op, classes):
         raise TypeError(
-            f"StatePool: op is {type(op).__name__}; expected a prepared fastgru.GRUCell, GRUSequence "
-            "or AUGRUSequence, e.g. fastgru.GRUCell(W, R, B)"
+            f"StatePool: op is {type(op).__name__}; expected a prepared fastgru.GRUCell, GRUSequence, "
+            "AUGRUSequence or GRUStack, e.g. fastgru.GRUCell(W, R, B)"
         )
+    for k, layer in enumerate(getattr(op, "layers", ())):  # a stack's layers
+        if layer.spec.direction != "forward":
+            raise FastGRUError(
+                f"StatePool: the stack's layer {k} has direction {layer.spec.direction!r}; a pool runs "
+                "forward streams only (a reverse pass starts at the last step): call the stack on whole sequences"
+            )
     spec = op.spec
     if spec.direction != "forward":
         raise FastGRUError(

@@ -35,6 +35,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ._import_torch import gru_cell, gru_layers, run_layers
+from ._stack import GRUStack
 from ._kernels.memory import same_bits
 from ._threading import request, requested
 
@@ -152,9 +153,9 @@ def _gru_names(has_biases, num_layers, bidirectional):
 
 
 def _pack_gru(params, has_biases, num_layers, bidirectional):
-    """One prepared GRUSequence per layer from torch.nn.GRU's flat weights."""
+    """torch.nn.GRU's flat weights as a stack of prepared GRUSequence ops, one per layer."""
     arrays = {name: _weight(name, p) for name, p in zip(_gru_names(has_biases, num_layers, bidirectional), params)}
-    return gru_layers(arrays)[0]
+    return GRUStack(gru_layers(arrays)[0])
 
 
 def _pack_cell(params):
@@ -216,7 +217,7 @@ def _with_torch_threads(rows, steps, fn, *args):
 
 def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first):
     """torch.nn.GRU's computation on fastgru's kernels: the eager path and the custom op's body."""
-    ops = _PACKS.get(
+    stack = _PACKS.get(
         params,
         ("gru", has_biases, num_layers, bidirectional),
         lambda ps: _pack_gru(ps, has_biases, num_layers, bidirectional),
@@ -228,7 +229,7 @@ def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batc
     lens = None if lengths is None else lengths.numpy()
     rows = x.shape[0 if batch_first else 1] * (1 + bidirectional)
     steps = x.shape[1 if batch_first else 0]
-    output, h_n = _with_torch_threads(rows, steps, run_layers, ops, x, h0, lens, batch_first)
+    output, h_n = _with_torch_threads(rows, steps, run_layers, stack, x, h0, lens, batch_first)
     output, h_n = torch.from_numpy(output), torch.from_numpy(h_n)
     if compute is not dtype:
         output, h_n = output.to(dtype), h_n.to(dtype)

@@ -599,7 +599,7 @@ def test_pool_construction_errors():
     with pytest.raises(
         TypeError,
         match=r"StatePool: op is function; expected a prepared fastgru.GRUCell, "
-        r"GRUSequence or AUGRUSequence",
+        r"GRUSequence, AUGRUSequence or GRUStack",
     ):
         fastgru.StatePool(fastgru.gru_cell, 4)
     for direction in ("reverse", "bidirectional"):

@@ -77,7 +77,7 @@ def test_batch_paths_give_the_layers_bits(monkeypatch, dtype, path, threads):
     with fastgru.threads(threads):
         _assert_bits(stack(X, h0, lengths), expected)
         y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
-        ran = stack.run(13, 6, X, h0, lengths, NO_ROWS, y, ho)
+        ran = stack.run(13, 6, (X, h0, lengths, NO_ROWS, None, y, ho))
     wanted = "parallel" if path == "parallel" and threads > 1 else "serial"
     assert ran == (wanted,) * 4
     _assert_bits((y, ho), expected)
@@ -99,11 +99,11 @@ def test_one_row_paths_give_the_layers_bits(monkeypatch, dtype, path, lbr):
         reach(monkeypatch, path)
         y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
         with fastgru.threads(2):
-            ran = stack.run(1, s, X, h0, lengths, NO_ROWS, y, ho)
+            ran = stack.run(1, s, (X, h0, lengths, NO_ROWS, None, y, ho))
         assert ran == (path,) * 3
         _assert_bits((y, ho), expected)
         for forced in ("serial", "parallel", "split", "pair"):  # forced paths, whatever the tuning
-            ran = stack.run(1, s, X, h0, lengths, NO_ROWS, y, ho, path=forced)
+            ran = stack.run(1, s, (X, h0, lengths, NO_ROWS, None, y, ho), path=forced)
             _assert_bits((y, ho), expected)
         monkeypatch.undo()
 
@@ -219,3 +219,30 @@ def test_errors_are_the_first_layers():
         stack.stream(h0)
     after = stack(X, h0, lengths)  # a refused call changed nothing: the next gives the layers' bits
     _assert_bits(after, _one_by_one(stack.layers, X, h0, lengths))
+
+
+@pytest.mark.parametrize("path", ["serial", "parallel"])
+def test_pool_of_stacks_gives_each_stream_its_own_bits(monkeypatch, path):
+    rng = np.random.default_rng(9)
+    layers = [_layer(rng, 4, 16, "forward", True), _layer(rng, 16, 8, "forward", False, clip=0.9)]
+    stack = fastgru.GRUStack(layers)
+    pool = fastgru.StatePool(stack, capacity=6)
+    assert pool.state_shape == (stack.state_size,)
+    starts = rng.standard_normal((3, stack.state_size)).astype(np.float32)
+    ids = [pool.open(starts[0]), pool.open(starts[1]), pool.open(starts[2])]
+    alone = [stack.stream(starts[k : k + 1]) for k in range(3)]
+    reach(monkeypatch, path)
+    for t, (rows, lengths) in enumerate((([2, 0, 1], None), ([1, 2], np.array([2, 1])), ([0, 1, 2], None))):
+        X = rng.standard_normal((len(rows), 2, 4)).astype(np.float32)
+        Y = pool.step(np.array([ids[r] for r in rows]), X, lengths)
+        for k, r in enumerate(rows):
+            if lengths is None:
+                expected = alone[r](X[k : k + 1])
+            else:  # a stream's chunk of fewer steps than X: a stream of that many steps, zeros after
+                expected = np.zeros_like(Y[k : k + 1])
+                expected[:, :, : lengths[k]] = alone[r](X[k : k + 1, : lengths[k]])
+            _assert_bits((Y[k : k + 1],), (expected,))
+    for r in range(3):
+        _assert_bits((pool.state(ids[r])[None],), (alone[r].Ho,))
+    with pytest.raises(fastgru.FastGRUError, match="layer 0 has direction 'bidirectional'"):
+        fastgru.StatePool(fastgru.GRUStack(_mixed(rng, np.float32)), 2)
