@@ -316,7 +316,8 @@ def main(argv=None):
         nargs="+",
         default=["gru_cell", "gru_sequence", "augru_sequence"],
         metavar="OP",
-        help="among gru_cell, gru_sequence, augru_sequence (default all)",
+        help="among gru_cell, gru_sequence, augru_sequence, gru_stack (default: the three ops; gru_stack adds "
+        "the kernels of GRUStack, from_torch and fastgru.torch GRUs)",
     )
     ahead.add_argument(
         "--jobs",

@@ -8,6 +8,7 @@ import numpy as np
 from . import _partner
 from ._dispatch import NO_ROWS, compute_dtype
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._stack import GRUStack
 from ._validate import FastGRUError
 
 #: The kernel paths each op can take (_dispatch.Packed.run); a cell (one step) is never split in
@@ -18,6 +19,9 @@ _PATHS = {
     "augru_sequence": ("serial", "parallel", "split", "pair"),
 }
 _T1_NAMES = ("float16", "float32", "float64", "bfloat16")
+#: What ``ops`` may name: the ops, and 'gru_stack' (not a default: a stack's layers run the drivers
+#: through C callbacks of their own, which compile apart from the ops' kernels).
+_OPS = (*_PATHS, "gru_stack")
 
 
 def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
@@ -34,9 +38,12 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     dtypes : iterable of str or dtype
         T1 dtypes among float16, float32, float64 and bfloat16.
     ops : iterable of str
-        Among 'gru_cell', 'gru_sequence', 'augru_sequence'. The three ops (functions and prepared
-        ops alike) run the same kernels; ``ops`` only leaves out the kernel paths that none of
-        them takes (a cell is never split in a parallel region).
+        Among 'gru_cell', 'gru_sequence', 'augru_sequence' and 'gru_stack'. The three ops
+        (functions and prepared ops alike) run the same kernels; ``ops`` only leaves out the
+        kernel paths that none of them takes (a cell is never split in a parallel region).
+        'gru_stack' (:class:`fastgru.GRUStack`, and what runs on it: ``fastgru.from_torch`` and
+        ``fastgru.torch`` GRUs) is not among the defaults: its layers run the kernel paths
+        through callbacks that compile on their own.
 
     Examples
     --------
@@ -53,7 +60,8 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS)):
     """What ``warmup`` does, as (label, callable) pairs, for ``python -m fastgru warmup``'s progress:
     each kernel path of each compute dtype, the kernels of the prepared ops' plans, then the
     partner thread's loop."""
-    paths = dict.fromkeys(path for op in _names("ops", ops, tuple(_PATHS)) for path in _PATHS[op])
+    names = _names("ops", ops, _OPS)
+    paths = dict.fromkeys(path for op in names if op in _PATHS for path in _PATHS[op])
     computes = dict.fromkeys(
         compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
         for name in _names("dtypes", dtypes, _T1_NAMES)
@@ -78,9 +86,15 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS)):
             call()
             call()  # the plan of the first call (fastgru/_plan.py)
 
-    names = _names("ops", ops, tuple(_PATHS))
+    def stacks(ct):
+        stack, arrays = _tiny_stack(ct)
+        for path in _PATHS["gru_sequence"]:
+            stack.run(1, 2, arrays, path=path)
+
     found = [(f"{np.dtype(ct).name} {path}", functools.partial(run, ct, path)) for ct in computes for path in paths]
     found += [(f"{np.dtype(ct).name} plans", functools.partial(plans, ct)) for ct in computes]
+    if "gru_stack" in names:
+        found += [(f"{np.dtype(ct).name} stacks", functools.partial(stacks, ct)) for ct in computes]
     return [*found, ("partner thread", partner)]
 
 
@@ -107,6 +121,16 @@ def _tiny(dtype):
         np.empty((n, 1, s, h), dtype),
         np.empty((n, 1, h), dtype),
     )
+
+
+def _tiny_stack(dtype):
+    """A GRUStack of two layers of hidden_size 2 and its arrays for 1 row of 2 steps."""
+    layers = [
+        GRUSequence(np.zeros((1, 6, i), dtype), np.zeros((1, 6, 2), dtype), np.zeros((1, 6), dtype)) for i in (3, 2)
+    ]
+    stack = GRUStack(layers)
+    arrays = (np.zeros((1, 2, 3), dtype), np.zeros((1, 4), dtype), None, NO_ROWS, None)
+    return stack, arrays + (np.empty((1, 1, 2, 2), dtype), np.empty((1, 4), dtype))
 
 
 def _planned_calls(dtype, ops):
