@@ -20,9 +20,10 @@ layers of hidden size 128, 256 or 512, float32, 2 threads for every runtime. Per
 Each round times every implementation of a row in turn (the order alternates) for ``--calls``
 calls, after a pause of 20 ms (the threads the previous runtime left spinning fall asleep: torch's,
 ONNX Runtime's and fastgru's partner all spin after a call, and on two cores they would take the
-next one's cores) and three calls untimed; a row gives the median over the rounds of the per-call means, and the ratios to ONNX
-Runtime and torch. Writes JSON and a markdown table, which ``--readme`` puts between the markers
-``<!-- stacks:start -->`` and ``<!-- stacks:end -->`` of the README.
+next one's cores) and three calls untimed; a row gives the median over the rounds of the per-call
+means, and the ratios to ONNX Runtime and torch. Writes JSON and a markdown table, which
+``--readme`` puts between the markers ``<!-- stacks:start -->`` and ``<!-- stacks:end -->`` of the
+README.
 """
 
 import argparse

@@ -35,8 +35,8 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ._import_torch import gru_cell, gru_layers, run_layers
-from ._stack import GRUStack
 from ._kernels.memory import same_bits
+from ._stack import GRUStack
 from ._threading import request, requested
 
 __all__ = ["GRU", "GRUCell", "optimize"]

@@ -232,7 +232,7 @@ def test_pool_of_stacks_gives_each_stream_its_own_bits(monkeypatch, path):
     ids = [pool.open(starts[0]), pool.open(starts[1]), pool.open(starts[2])]
     alone = [stack.stream(starts[k : k + 1]) for k in range(3)]
     reach(monkeypatch, path)
-    for t, (rows, lengths) in enumerate((([2, 0, 1], None), ([1, 2], np.array([2, 1])), ([0, 1, 2], None))):
+    for rows, lengths in (([2, 0, 1], None), ([1, 2], np.array([2, 1])), ([0, 1, 2], None)):
         X = rng.standard_normal((len(rows), 2, 4)).astype(np.float32)
         Y = pool.step(np.array([ids[r] for r in rows]), X, lengths)
         for k, r in enumerate(rows):
