@@ -246,3 +246,37 @@ def test_pool_of_stacks_gives_each_stream_its_own_bits(monkeypatch, path):
         _assert_bits((pool.state(ids[r])[None],), (alone[r].Ho,))
     with pytest.raises(fastgru.FastGRUError, match="layer 0 has direction 'bidirectional'"):
         fastgru.StatePool(fastgru.GRUStack(_mixed(rng, np.float32)), 2)
+
+
+def test_a_graph_of_chained_onnx_gru_nodes_is_a_stack_of_their_ops():
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(10)
+    s, n, i, h = 5, 2, 3, 4
+    nodes, weights = [], []
+    x = "X"
+    for k, inputs in enumerate((i, h)):
+        for name, shape in (("W", (1, 3 * h, inputs)), ("R", (1, 3 * h, h)), ("B", (1, 6 * h))):
+            weights.append(numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), f"{name}{k}"))
+        nodes.append(helper.make_node("GRU", [x, f"W{k}", f"R{k}", f"B{k}"], [f"Y{k}"], name=f"gru{k}", hidden_size=h))
+        weights.append(numpy_helper.from_array(np.array([1], np.int64), f"axis{k}"))
+        nodes.append(helper.make_node("Squeeze", [f"Y{k}", f"axis{k}"], [f"X{k + 1}"]))  # (S, 1, N, H) -> (S, N, H)
+        x = f"X{k + 1}"
+    graph = helper.make_graph(
+        nodes,
+        "stack",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [s, n, i])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [s, n, h])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    X = rng.standard_normal((s, n, i)).astype(np.float32)
+    (expected,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"X": X}
+    )
+    stack = fastgru.GRUStack([fastgru.from_onnx(model, name).op for name in ("gru0", "gru1")])
+    Y, _ = stack(X.transpose(1, 0, 2), np.zeros((n, stack.state_size), np.float32), None)
+    np.testing.assert_allclose(Y[:, 0].transpose(1, 0, 2), expected, rtol=1e-5, atol=1e-6)
