@@ -46,6 +46,7 @@ class Plan:
         "job",
         "fixed",
         "lengths",
+        "full",
         "no_att",
         "signature",
     )
@@ -60,12 +61,13 @@ class Plan:
         d, h = packed.n_dirs, packed.n_hidden
         pairs = n * d == 1 and h >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
         if _paths.choose(n, s, d, h, flops) != "serial" or pairs:  # serial whether the partner runs or not
-            self.run = self.job = self.fixed = self.lengths = self.no_att = self.signature = None
+            self.run = self.job = self.fixed = self.lengths = self.full = self.no_att = self.signature = None
             self.shapes = tuple(None if a is None else a.shape for a in (X, h0, lengths, A))
             return
         call, floats, ints = _paths._plan(packed, n, s, None, 0, n, 1)
         work, iwork = _scratch.work(floats, ints, self.dtype)
         self.lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
+        self.full = np.full(n, s, dtype=np.int64)  # a sequence's without sequence_lengths: every step
         self.no_att = packed._no_att
         #: The arrays the job points to, alive as long as the plan.
         self.fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork}
@@ -99,9 +101,7 @@ class Plan:
         else:
             return None
         if lengths is None:
-            if not self.cell:
-                return None
-            lengths = self.lengths
+            lengths = self.lengths if self.cell else self.full
         if self.run is None:  # the first call that takes the plan compiles (or loads) its kernels
             self.job[JOB["callback"]] = serial_job(self.dtype.itemsize)
             self.run = planned(self.signature)

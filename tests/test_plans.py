@@ -76,6 +76,22 @@ def test_a_planned_call_gives_the_bits_of_the_full_path(op, extra, dtype, rng, p
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("ragged_first", [False, True])
+def test_a_sequence_without_lengths_takes_its_plan(rng, plans_run, ragged_first):
+    """sequence_lengths=None (every step) runs the plan, and never the lengths of an earlier call."""
+    case = make_case(rng, op="gru_sequence", batch=3, dtype=np.float32)
+    seq, _ = prepared(case, "gru_sequence")
+    X, h0 = case.inputs["X"], case.inputs["initial_hidden_state"]
+    full = seq(X, h0, np.full(3, X.shape[1]))
+    if ragged_first:  # the plan's kept lengths hold these afterwards
+        seq(X, h0, np.array([1, 0, 2]))
+        seq(X, h0, np.array([1, 0, 2]))
+    for got in (seq(X, h0, None), seq(X, h0, None)):
+        for a, b in zip(got, full):
+            np.testing.assert_array_equal(a, b)
+    assert plans_run[-2:] == [True, True]
+
+
 def test_a_cell_stepped_in_place_matches_calls_with_new_arrays(rng, plans_run):
     case = make_case(rng, op="gru_cell", batch=1, input_size=4, hidden_size=4)
     cell, _ = prepared(case, "gru_cell")
