@@ -92,7 +92,9 @@ class GRUStack:
         self._native = first.dtype == self.compute_dtype
         #: Each thread's (n, s, Y's shape) of a call shape that passed the checks, by X's shape.
         self._seen = threading.local()
-        self._layouts = {}
+        #: Each thread's _Layouts by call shape: their jobs point to the thread's scratch, and
+        #: run_stack writes the call's arrays into them.
+        self._layouts = threading.local()
         #: What a StatePool takes of an op's packed weights (``run``, ``result_shapes``,
         #: ``compute_dtype``, ``n_hidden``, ``_no_att``): a stack is its own.
         self._packed = self
@@ -187,11 +189,17 @@ class GRUStack:
         forces one of ``_paths.PATHS`` on every layer. Returns the path each layer ran."""
         X, h0, lengths, state_rows, _, y, ho = arrays
         ct = self.compute_dtype
-        X = _scratch.converted("X", X, ct).reshape(n, s, self.input_size)
-        h0 = _scratch.converted("h0", h0, ct)
-        h0 = h0.reshape(h0.shape[0], self.state_size)
-        lengths = _scratch.lengths(lengths, n, s)
+        if not (X.dtype is ct and X.flags.carray):
+            X = _scratch.converted("X", X, ct)
+        if not (h0.dtype is ct and h0.flags.carray):
+            h0 = _scratch.converted("h0", h0, ct)
+        if h0.ndim != 2:  # a pool's states (capacity, 1, state_size)
+            h0, ho = h0.reshape(h0.shape[0], self.state_size), ho.reshape(ho.shape[0], self.state_size)
         layout = self._layout(n, s, int(keep))
+        lengths = layout.full if lengths is None else _scratch.lengths(lengths, n, s)
+        if path is None and layout.serial is not None:  # every layer on this thread: the short way
+            run_stack(X, h0, lengths, state_rows, y, ho, layout.serial)
+            return layout.paths
         paths = layout.paths if path is None else (path,) * len(self.layers)
         forced = path is not None
         if "parallel" in paths or "split" in paths:
@@ -212,12 +220,13 @@ class GRUStack:
         return tuple(way[0] for way in ways)
 
     def _layout(self, n, s, keep):
+        layouts = self._layouts.__dict__
         key = n, s, keep, _tuning.GENERATION
-        layout = self._layouts.get(key)
+        layout = layouts.get(key)
         if layout is None:
-            if len(self._layouts) >= 16:
-                self._layouts.clear()
-            layout = self._layouts[key] = _Layout(self, n, s, keep)
+            if len(layouts) >= 16:
+                layouts.clear()
+            layout = layouts[key] = _Layout(self, n, s, keep)
         return layout
 
 
@@ -286,6 +295,10 @@ class _Layout:
             self.flops = max(self.flops, flops)
         self.paths = tuple(self.paths)
         self._jobs = {}
+        #: sequence_lengths of every step of every row.
+        self.full = np.full(n, s, dtype=_I64)
+        #: The jobs when every layer runs on the calling thread, else None.
+        self.serial = self.jobs(_effective(self.paths, 1, None, False)) if set(self.paths) == {"serial"} else None
 
     def jobs(self, ways):
         """The jobs (L, JOB_SIZE) of the layers run in ``ways`` (per layer: path, threads, mailbox or

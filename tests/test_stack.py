@@ -280,3 +280,19 @@ def test_a_graph_of_chained_onnx_gru_nodes_is_a_stack_of_their_ops():
     stack = fastgru.GRUStack([fastgru.from_onnx(model, name).op for name in ("gru0", "gru1")])
     Y, _ = stack(X.transpose(1, 0, 2), np.zeros((n, stack.state_size), np.float32), None)
     np.testing.assert_allclose(Y[:, 0].transpose(1, 0, 2), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_threads_calling_one_stack_at_once_get_their_own_bits():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    stack = fastgru.GRUStack([_layer(rng, 4, 24, "forward", True), _layer(rng, 24, 12, "forward", False)])
+    inputs = [_inputs(rng, stack, 2, 6, np.float32) for _ in range(4)]
+    expected = [_one_by_one(stack.layers, *args) for args in inputs]
+
+    def work(k):
+        for _ in range(50):
+            _assert_bits(stack(*inputs[k]), expected[k])
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(4)))
