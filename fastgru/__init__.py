@@ -5,6 +5,7 @@ from ._api import augru_sequence, gru_cell, gru_sequence
 from ._import_onnx import OnnxGRU, from_onnx
 from ._import_openvino import from_openvino
 from ._import_torch import TorchGRU, from_torch
+from ._onnx_stack import OnnxGRUStack
 from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
 from ._pool import StatePool
 from ._stack import GRUStack, StackStream
@@ -21,6 +22,7 @@ __all__ = [
     "GRUSequence",
     "GRUStack",
     "OnnxGRU",
+    "OnnxGRUStack",
     "StackStream",
     "StatePool",
     "Stream",

@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from . import _onnx_stack
 from ._codes import ACTIVATIONS as CODES
 from ._import_common import about, fused_bias
 from ._ops import Described, GRUSequence
@@ -95,7 +96,6 @@ class OnnxGRU(Described):
 
     def __call__(self, X, sequence_lens=None, initial_h=None):
         X = np.asarray(X)
-        d, hidden = self.op.spec.num_directions, self.hidden_size
         if X.ndim != 3:
             order = "seq_length, batch_size" if self.layout == 0 else "batch_size, seq_length"
             raise FastGRUError(
@@ -103,27 +103,31 @@ class OnnxGRU(Described):
                 f"input_size={self.input_size}) (layout={self.layout})"
             )
         x = X.transpose(1, 0, 2) if self.layout == 0 else X  # (N, S, I)
-        n = x.shape[0]
         if sequence_lens is None:
             sequence_lens = self._sequence_lens  # None again: every step of every row, as the op takes it
-        if initial_h is None:
-            initial_h = self._initial_h
-        if initial_h is None:
-            h0 = np.zeros((n, d, hidden), dtype=self.dtype)
-        else:
-            initial_h = np.asarray(initial_h)
-            expected = (d, n, hidden) if self.layout == 0 else (n, d, hidden)
-            if initial_h.shape != expected:
-                what = "num_directions, batch_size" if self.layout == 0 else "batch_size, num_directions"
-                raise FastGRUError(
-                    f"OnnxGRU: initial_h has shape {initial_h.shape}; expected ({what}, hidden_size) "
-                    f"= {expected} (layout={self.layout})"
-                )
-            h0 = initial_h.transpose(1, 0, 2) if self.layout == 0 else initial_h
+        h0 = self._state(initial_h, x.shape[0])
         Y, Ho = self.op(x, h0, sequence_lens)  # (N, D, S, H), (N, D, H)
         if self.layout == 0:
             return np.ascontiguousarray(Y.transpose(2, 1, 0, 3)), np.ascontiguousarray(Ho.transpose(1, 0, 2))
         return np.ascontiguousarray(Y.transpose(0, 2, 1, 3)), Ho
+
+    def _state(self, initial_h, n):
+        """The op's initial state (N, D, H) from ``initial_h`` in the node's layout, else the node's
+        constant, else zeros."""
+        d, hidden = self.op.spec.num_directions, self.hidden_size
+        if initial_h is None:
+            initial_h = self._initial_h
+        if initial_h is None:
+            return np.zeros((n, d, hidden), dtype=self.dtype)
+        initial_h = np.asarray(initial_h)
+        expected = (d, n, hidden) if self.layout == 0 else (n, d, hidden)
+        if initial_h.shape != expected:
+            what = "num_directions, batch_size" if self.layout == 0 else "batch_size, num_directions"
+            raise FastGRUError(
+                f"OnnxGRU {self.node_name!r}: initial_h has shape {initial_h.shape}; expected ({what}, "
+                f"hidden_size) = {expected} (layout={self.layout})"
+            )
+        return initial_h.transpose(1, 0, 2) if self.layout == 0 else initial_h
 
     def __repr__(self):
         return (
@@ -134,8 +138,9 @@ class OnnxGRU(Described):
         )
 
 
-def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
-    """The GRU node of an ONNX model as an :class:`OnnxGRU` running on fastgru's kernels.
+def from_onnx(model_or_path, node_name=None):
+    """The GRU node of an ONNX model as an :class:`OnnxGRU` running on fastgru's kernels, or its GRU
+    nodes as an :class:`OnnxGRUStack` when they feed each other.
 
     Parameters
     ----------
@@ -143,13 +148,19 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
         The model, or the path of an ``.onnx`` file (external data next to it is loaded).
     node_name : str, optional
         The GRU node to take, by its name or one of its output names; needed only when the graph
-        has several. Only the main graph is searched, not the bodies of Loop, If or Scan.
+        has several that do not form a stack. Only the main graph is searched, not the bodies of
+        Loop, If or Scan.
 
     Returns
     -------
-    OnnxGRU
+    OnnxGRU or OnnxGRUStack
         ``Y, Y_h = gru(X, sequence_lens=None, initial_h=None)`` with ONNX's shapes for the node's
-        layout; ``gru.op`` is the prepared :class:`fastgru.GRUSequence`.
+        layout; ``gru.op`` is the prepared :class:`fastgru.GRUSequence`. When the graph has several
+        GRU nodes and no ``node_name``, and each node's X is the previous node's Y with its
+        directions side by side (joined by Squeeze, Transpose or Reshape nodes only, as torch
+        exports a multi-layer nn.GRU) and all share one sequence_lens: an
+        :class:`OnnxGRUStack`, the nodes run as one :class:`fastgru.GRUStack`,
+        ``Y, [Y_h, ...] = stack(X, sequence_lens=None, initial_h=None)``.
 
     Notes
     -----
@@ -169,10 +180,10 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     Raises
     ------
     FastGRUError
-        No GRU node, several and no ``node_name``, an unknown ``node_name``, no opset of the default
-        domain or one the installed onnx does not know, an attribute or weight type that the node's
-        GRU version does not have, weights that are not constants, a B of the wrong shape, or an
-        attribute value ONNX does not define.
+        No GRU node, several that are not a stack and no ``node_name``, an unknown ``node_name``,
+        no opset of the default domain or one the installed onnx does not know, an attribute or
+        weight type that the node's GRU version does not have, weights that are not constants, a B
+        of the wrong shape, or an attribute value ONNX does not define.
     NotImplementedError
         An activation other than Sigmoid, Tanh and Relu, or a different pair per direction.
 
@@ -198,10 +209,24 @@ def from_onnx(model_or_path, node_name=None) -> OnnxGRU:
     """
     model = _load(model_or_path)
     graph = model.graph
-    node = _find_node(graph, node_name)
-    where = f"from_onnx: GRU node {node.name!r}"
     opset, version = _gru_version(model)
     constants = _constants(graph)
+    grus = _find_nodes(graph, node_name)
+    if len(grus) == 1:
+        return _node(graph, grus[0], constants, opset, version)
+    found = _onnx_stack.chain(graph, grus)
+    if found is None or len({tuple(node.input[4:5]) for node in grus}) > 1:  # one sequence_lens for all
+        raise _onnx_stack.not_a_stack(grus, _label)
+    order, joins = found
+    nodes = [_node(graph, node, constants, opset, version) for node in order]
+    if not _onnx_stack.check_joins(nodes, joins, constants, _to_array):
+        raise _onnx_stack.not_a_stack(grus, _label)
+    return _onnx_stack.OnnxGRUStack(nodes, nodes[0]._sequence_lens)
+
+
+def _node(graph, node, constants, opset, version):
+    """The OnnxGRU of one GRU node."""
+    where = f"from_onnx: GRU node {node.name!r}"
     inputs = dict(zip(_INPUTS, node.input))
     inputs = {k: v for k, v in inputs.items() if v}
     for name in ("X", "W", "R"):
@@ -283,26 +308,22 @@ def _onnx_version():
     return onnx.__version__
 
 
-def _find_node(graph, node_name):
+def _label(node):
+    return f"{node.name!r} (outputs {', '.join(o for o in node.output if o)})"
+
+
+def _find_nodes(graph, node_name):
+    """The GRU node named ``node_name``, or every GRU node of the graph when it is None."""
     grus = [n for n in graph.node if n.op_type == "GRU" and n.domain in ("", "ai.onnx")]
-
-    def label(n):
-        return f"{n.name!r} (outputs {', '.join(o for o in n.output if o)})"
-
     if not grus:
         kinds = sorted({n.op_type for n in graph.node})
         raise FastGRUError(f"from_onnx: the graph has no GRU node (its nodes: {', '.join(kinds) or 'none'})")
     if node_name is None:
-        if len(grus) > 1:
-            raise FastGRUError(
-                f"from_onnx: the graph has {len(grus)} GRU nodes: "
-                f"{'; '.join(map(label, grus))}; pass node_name= (a node or output name)"
-            )
-        return grus[0]
+        return grus
     for n in grus:
         if node_name == n.name or node_name in n.output:
-            return n
-    raise FastGRUError(f"from_onnx: no GRU node named {node_name!r}; the GRU nodes are {'; '.join(map(label, grus))}")
+            return [n]
+    raise FastGRUError(f"from_onnx: no GRU node named {node_name!r}; the GRU nodes are {'; '.join(map(_label, grus))}")
 
 
 def _constants(graph):

@@ -502,7 +502,7 @@ def test_several_gru_nodes_need_a_name():
     with pytest.raises(
         FastGRUError,
         match=r"has 2 GRU nodes: 'gru' \(outputs Y, Y_h\); 'second' \(outputs Y2, "
-        r"Y_h2\); pass node_name=",
+        r"Y_h2\); they do not form one stack .*: pass node_name=",
     ):
         fastgru.from_onnx(model)
     assert fastgru.from_onnx(model, "second").node_name == "second"
@@ -629,3 +629,136 @@ def test_call_errors_use_onnx_shapes(layout):
         gru(X, sequence_lens=np.array([7, 1, 1, 1]))
     with pytest.raises(TypeError, match=r"GRUSequence: X is float64 but the op's W is float32"):
         gru(X.astype(np.float64))
+
+
+def stacked_grus(rng, layout, directions, hidden, inputs=3, lengths=True, join=None):
+    """A graph of GRU nodes feeding each other as torch exports a stack: for layout 0, Squeeze(1) after
+    a forward or reverse node and Transpose(0, 2, 1, 3) + Reshape(0, 0, -1) after a bidirectional one;
+    for layout 1, Reshape(0, 0, -1). ``join`` replaces the first join's nodes (a wrong one)."""
+    nodes, weights, inputs_info = [], [], [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)]
+    if lengths:
+        inputs_info.append(helper.make_tensor_value_info("lens", TensorProto.INT32, None))
+    outputs, x, size = [], "X", inputs
+    for k, (direction, h) in enumerate(zip(directions, hidden)):
+        d = 2 if direction == "bidirectional" else 1
+        for name, shape in (("W", (d, 3 * h, size)), ("R", (d, 3 * h, h)), ("B", (d, 6 * h))):
+            weights.append(numpy_helper.from_array(uniform(rng, shape, 1 / np.sqrt(h)), f"{name}{k}"))
+        inputs_info.append(helper.make_tensor_value_info(f"h0_{k}", TensorProto.FLOAT, None))
+        node_inputs = [x, f"W{k}", f"R{k}", f"B{k}", "lens" if lengths else "", f"h0_{k}"]
+        nodes.append(
+            helper.make_node(
+                "GRU",
+                node_inputs,
+                [f"Y{k}", f"Yh{k}"],
+                name=f"gru{k}",
+                hidden_size=h,
+                direction=direction,
+                layout=layout,
+            )
+        )
+        outputs.append(helper.make_tensor_value_info(f"Yh{k}", TensorProto.FLOAT, None))
+        if k == len(directions) - 1:
+            outputs.append(helper.make_tensor_value_info(f"Y{k}", TensorProto.FLOAT, None))
+            break
+        weights.append(numpy_helper.from_array(np.array([0, 0, -1], np.int64), f"shape{k}"))
+        weights.append(numpy_helper.from_array(np.array([1], np.int64), f"axis{k}"))
+        if join is not None and k == 0:
+            moves = join(k)
+        elif layout == 1:
+            moves = [helper.make_node("Reshape", [f"Y{k}", f"shape{k}"], [f"X{k + 1}"])]
+        elif d == 1:
+            moves = [helper.make_node("Squeeze", [f"Y{k}", f"axis{k}"], [f"X{k + 1}"])]
+        else:
+            moves = [
+                helper.make_node("Transpose", [f"Y{k}"], [f"T{k}"], perm=[0, 2, 1, 3]),
+                helper.make_node("Reshape", [f"T{k}", f"shape{k}"], [f"X{k + 1}"]),
+            ]
+        nodes += moves
+        x, size = f"X{k + 1}", d * h
+    graph = helper.make_graph(nodes, "stack", inputs_info, outputs, weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize(
+    "layout, directions",
+    [(0, ("bidirectional", "reverse", "forward")), (0, ("forward", "forward")), (1, ("forward", "bidirectional"))],
+)
+def test_chained_gru_nodes_are_a_stack_that_matches_onnxruntime(layout, directions):
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(20)
+    hidden = (5, 7, 4)[: len(directions)]
+    model = stacked_grus(rng, layout, directions, hidden)
+    stack = fastgru.from_onnx(model)
+    assert isinstance(stack, fastgru.OnnxGRUStack)
+    assert [node.node_name for node in stack.nodes] == [f"gru{k}" for k in range(len(directions))]
+    s, n = 6, 4
+    X = rng.standard_normal((s, n, 3) if layout == 0 else (n, s, 3)).astype(np.float32)
+    lens = np.array([6, 2, 1, 5] if layout == 0 else [6] * 4, np.int32)  # onnx.reference ignores sequence_lens
+    h0 = []
+    for direction, h in zip(directions, hidden):
+        d = 2 if direction == "bidirectional" else 1
+        h0.append(rng.standard_normal((d, n, h) if layout == 0 else (n, d, h)).astype(np.float32))
+    feed = {"X": X, "lens": lens, **{f"h0_{k}": h for k, h in enumerate(h0)}}
+    if layout == 0:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    else:  # ONNX Runtime has no batch-major GRU: onnx's own reference
+        from onnx.reference import ReferenceEvaluator
+
+        session = ReferenceEvaluator(model)
+        session.get_outputs = lambda: model.graph.output
+    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+    Y, Y_h = stack(X, lens, h0)
+    np.testing.assert_allclose(Y, expected[f"Y{len(directions) - 1}"], rtol=1e-5, atol=1e-6)
+    for k, got in enumerate(Y_h):
+        np.testing.assert_allclose(got, expected[f"Yh{k}"], rtol=1e-5, atol=1e-6)
+    # the bits of the nodes' ops run one by one (node k's Y as node k+1's X)
+    ops = [fastgru.from_onnx(model, f"gru{k}") for k in range(len(directions))]
+    x = X
+    for k, op in enumerate(ops):
+        y, y_h = op(x, lens, h0[k])
+        np.testing.assert_array_equal(Y_h[k], y_h)
+        x = y.transpose(0, 2, 1, 3) if layout == 0 else y  # (S, N, D, H) or (N, S, D, H)
+        x = x.reshape(*x.shape[:2], -1)
+    np.testing.assert_array_equal(Y, y)
+
+
+def test_gru_nodes_joined_otherwise_are_not_a_stack():
+    rng = np.random.default_rng(21)
+
+    def wrong(k):  # batch-major where the next node reads time-major
+        return [
+            helper.make_node("Transpose", [f"Y{k}"], [f"T{k}"], perm=[2, 0, 1, 3]),
+            helper.make_node("Reshape", [f"T{k}", f"shape{k}"], [f"X{k + 1}"]),
+        ]
+
+    model = stacked_grus(rng, 0, ("bidirectional", "forward"), (5, 4), join=wrong)
+    with pytest.raises(FastGRUError, match="they do not form one stack"):
+        fastgru.from_onnx(model)
+    model = stacked_grus(rng, 0, ("forward", "forward"), (5, 4))
+    model.graph.node[-1].input[4] = ""  # the second node without the first's sequence_lens
+    with pytest.raises(FastGRUError, match="they do not form one stack"):
+        fastgru.from_onnx(model)
+    assert fastgru.from_onnx(model, "gru1").node_name == "gru1"
+
+
+def test_torch_export_of_a_multi_layer_gru_is_a_stack():
+    torch = pytest.importorskip("torch")
+    import io
+    import warnings
+
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(8, 6, num_layers=3, bidirectional=True).eval()
+    x = torch.randn(5, 2, 8)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():  # the legacy exporter's deprecation, and its warning on batch sizes
+        warnings.simplefilter("ignore")
+        torch.onnx.export(gru, (x,), buffer, dynamo=False)
+    stack = fastgru.from_onnx(onnx.load_from_string(buffer.getvalue()))
+    assert isinstance(stack, fastgru.OnnxGRUStack) and stack.stack.num_layers == 3
+    Y, Y_h = stack(x.numpy())
+    with torch.inference_mode():
+        want, h_n = gru(x)
+    np.testing.assert_allclose(Y.transpose(0, 2, 1, 3).reshape(5, 2, 12), want.numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(Y_h), h_n.numpy(), atol=1e-6)
