@@ -1,6 +1,6 @@
 """What the importers (_import_torch, _import_onnx, _import_openvino) share: errors that say which
-layer or node of the model they are about, arrays from framework tensors, and fastgru's B from a
-model's two bias vectors."""
+layer or node of the model they are about, arrays from framework tensors, fastgru's B from a
+model's two bias vectors, and the check that GRUs of a graph are joined as a stack."""
 
 import contextlib
 
@@ -55,3 +55,28 @@ def fused_bias(wb, rb, linear_before_reset, dtype=None):
     else:
         fused = wb + rb
     return fused if dtype is None else fused.astype(dtype, copy=False)
+
+
+#: Sizes of the index array a join is run on (``joins_as_a_stack``): small, and unlike each other.
+_JOIN_STEPS, _JOIN_ROWS = 3, 5
+
+
+def joins_as_a_stack(y_axes, d, h, time_major, run, steps=None, rows=None):
+    """Whether ``run``, the nodes between two GRUs of a graph (layers that only move data: reshape,
+    transpose, squeeze), makes the next GRU's X from the previous one's Y as a stack does: its
+    directions side by side, (N, S, D·H), or (S, N, D·H) when ``time_major``. ``y_axes`` names the
+    axes of Y in order (ONNX layout 0: "SDNH"; OpenVINO: "NDSH"); ``run`` is tried on an array of
+    distinct indices of that shape, so that the check is of where every element goes. ``steps`` and
+    ``rows``: the graph's S and N when it fixes them (a join may then name them), else small ones.
+    """
+    steps, rows = steps or _JOIN_STEPS, rows or _JOIN_ROWS
+    sizes = {"S": steps, "N": rows, "D": d, "H": h}
+    y = np.arange(int(np.prod([sizes[a] for a in y_axes]))).reshape([sizes[a] for a in y_axes])
+    try:
+        x = run(y)
+    except (ValueError, KeyError, IndexError, TypeError):  # a move these sizes cannot take
+        return False
+    stacked = y.transpose([y_axes.index(a) for a in "NSDH"]).reshape(rows, steps, d * h)
+    if time_major:
+        stacked = stacked.transpose(1, 0, 2)
+    return x.shape == stacked.shape and np.array_equal(x, stacked)

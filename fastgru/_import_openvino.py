@@ -14,8 +14,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ._import_common import about
+from ._import_common import about, joins_as_a_stack
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._stack import GRUStack
 from ._validate import FastGRUError
 
 #: The layer types read, and the input port index of W, R and B (GRUSequence-5: X,
@@ -39,6 +40,7 @@ _AUGRU_FIXED = {"direction": "forward", "linear_before_reset": False, "activatio
 def _element_types():
     """{IR element_type: NumPy dtype}, made on first use (ml_dtypes is imported only then)."""
     types = {"f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
+    types.update(i32=np.dtype(np.int32), i64=np.dtype(np.int64))  # the shapes and axes of a stack's joins
     try:
         import ml_dtypes
 
@@ -48,8 +50,8 @@ def _element_types():
     return types
 
 
-def from_openvino(xml_path, layer_name=None, *, bin_path=None):
-    """The GRU layers of an OpenVINO IR as prepared ops.
+def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False):
+    """The GRU layers of an OpenVINO IR as prepared ops, or as one :class:`fastgru.GRUStack`.
 
     Parameters
     ----------
@@ -59,10 +61,17 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None):
         Return only this layer's op (by its ``name`` in the XML).
     bin_path : str or os.PathLike, optional
         The weights; default: ``xml_path`` with the suffix ``.bin``.
+    stack : bool, optional
+        Return the IR's GRUSequence layers as one :class:`fastgru.GRUStack`: they must feed each
+        other, each layer's X the previous layer's Y with its directions side by side (joined by
+        Squeeze, Unsqueeze, Transpose or Reshape layers only, which are checked to move the data
+        so, as ``openvino.convert_model`` writes a multi-layer torch.nn.GRU), with one
+        sequence_lengths for all; else a FastGRUError says why not. The stack takes fastgru's
+        layouts, which are OpenVINO's, and one state array for all layers (README, "Stacks").
 
     Returns
     -------
-    dict or op
+    dict, op or GRUStack
         ``{layer name: op}`` for every GRUSequence (:class:`fastgru.GRUSequence`), GRUCell
         (:class:`fastgru.GRUCell`) and AUGRUSequence (:class:`fastgru.AUGRUSequence`, OpenVINO's
         layout) layer of the main graph (not of TensorIterator or Loop bodies), in the XML's order;
@@ -115,6 +124,8 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None):
         raise FastGRUError(
             f"from_openvino: {xml_path} has no GRUSequence, GRUCell or AUGRUSequence layer (in its main graph)"
         )
+    if stack:
+        return _stack(ir, grus)
     if layer_name is not None:
         chosen = [layer for layer in grus if layer.get("name") == layer_name]
         if not chosen:
@@ -143,16 +154,22 @@ class _IR:
         self.layers = {layer.get("id"): layer for layer in root.find("layers")}
         edges = root.find("edges")
         self.sources = {
-            (e.get("to-layer"), e.get("to-port")): e.get("from-layer") for e in (edges if edges is not None else ())
+            (e.get("to-layer"), e.get("to-port")): (e.get("from-layer"), e.get("from-port"))
+            for e in (edges if edges is not None else ())
         }
 
     def producer(self, layer, index):
         """The layer feeding input ``index`` of ``layer`` (None when not connected)."""
+        return self.source(layer, index)[0]
+
+    def source(self, layer, index):
+        """(layer, its output port's id) feeding input ``index`` of ``layer``; (None, None) when not connected."""
         ports = layer.find("input")
         ports = list(ports) if ports is not None else []
         if index >= len(ports):
-            return None
-        return self.layers.get(self.sources.get((layer.get("id"), ports[index].get("id"))))
+            return None, None
+        from_layer, port = self.sources.get((layer.get("id"), ports[index].get("id")), (None, None))
+        return self.layers.get(from_layer), port
 
     def constant(self, layer, what):
         """The value at ``layer``: a Const, through any number of Convert layers."""
@@ -212,6 +229,71 @@ class _IR:
                 f"{where}: element_type {element_type!r} is not supported; expected one of {', '.join(types)}"
             )
         return types[element_type]
+
+
+#: The layers a join between two GRUSequence layers of a stack may have: they only move data.
+_MOVES = ("Squeeze", "Unsqueeze", "Transpose", "Reshape")
+
+
+def _stack(ir, grus):
+    """The GRUSequence layers ``grus`` as one GRUStack, if they form one (see ``from_openvino``)."""
+    where = f"from_openvino: {ir.xml_path}"
+    others = [layer.get("type") for layer in grus if layer.get("type") != "GRUSequence"]
+    if others:
+        raise FastGRUError(f"{where}: stack=True takes GRUSequence layers only; the IR also has {', '.join(others)}")
+    feeds, joins = {}, {}  # layer id -> the GRUSequence whose Y feeds its X, and the layers between them
+    for layer in grus:
+        source, port = ir.source(layer, 0)
+        join = []
+        while source is not None and source.get("type") in _MOVES:
+            join.append(source)
+            source, port = ir.source(source, 0)
+        if source is not None and source.get("type") == "GRUSequence" and port == source.find("output")[0].get("id"):
+            feeds[source.get("id")], joins[layer.get("id")] = layer, join[::-1]
+    starts = [layer for layer in grus if layer.get("id") not in joins]  # one, if they are a chain
+    order = starts[:1]
+    while len(starts) == 1 and len(order) <= len(grus) and order[-1].get("id") in feeds:
+        order.append(feeds[order[-1].get("id")])
+    names = ", ".join(repr(layer.get("name")) for layer in grus)
+    why = (
+        f"{where}: its GRUSequence layers ({names}) do not form one stack: each layer's X must be the previous "
+        "layer's Y, its directions side by side, through Squeeze, Unsqueeze, Transpose or Reshape layers only, "
+        "and all layers must take the same sequence_lengths"
+    )
+    lengths = {(id(source), port) for source, port in (ir.source(layer, 2) for layer in grus)}
+    if len(order) != len(grus) or len(feeds) != len(joins) or len(lengths) != 1:
+        raise FastGRUError(why)
+    ops = [_op(ir, layer) for layer in order]
+    dims = [int(dim.text) for dim in order[0].find("input")[0]]  # X (N, S, I); -1 for a dynamic size
+    rows, steps = (size if size > 0 else None for size in dims[:2]) if len(dims) == 3 else (None, None)
+    for op, layer in zip(ops, order[1:]):
+        join = joins[layer.get("id")]
+
+        def run(y, join=join):
+            for move in join:
+                y = _move(ir, move, y)
+            return y
+
+        if not joins_as_a_stack("NDSH", op.spec.num_directions, op.hidden_size, False, run, steps, rows):
+            raise FastGRUError(why)
+    return GRUStack(ops)
+
+
+def _move(ir, layer, x):
+    """What a layer of ``_MOVES`` does to x (its second input, if any, a Const)."""
+    kind = layer.get("type")
+    second = ir.producer(layer, 1)
+    values = None if second is None else [int(v) for v in ir.constant(second, kind).reshape(-1)]
+    if kind == "Transpose":
+        return x.transpose(values)
+    if kind == "Squeeze":
+        axes = [a for a, size in enumerate(x.shape) if size == 1] if values is None else values
+        return np.squeeze(x, axis=tuple(a % x.ndim for a in axes))
+    if kind == "Unsqueeze":
+        return np.expand_dims(x, axis=tuple(a % (x.ndim + len(values)) for a in values))
+    if _data(layer).get("special_zero", "false").lower() in ("true", "1"):  # Reshape
+        values = [x.shape[k] if size == 0 else size for k, size in enumerate(values)]
+    return x.reshape(values)
 
 
 def _data(layer):

@@ -13,14 +13,12 @@ node_name, as for unrelated GRU nodes.
 
 import numpy as np
 
+from ._import_common import joins_as_a_stack
 from ._stack import GRUStack
 from ._validate import FastGRUError
 
 #: The nodes a join may have: they move data and compute nothing.
 _MOVES = ("Squeeze", "Unsqueeze", "Transpose", "Reshape", "Flatten", "Identity")
-#: Sizes of the index array a join is run on: small, and distinct from each other and from H and
-#: D·H of any real model but by chance (then a wrong join could still pass: the sizes differ).
-_S, _N = 3, 5
 
 
 class OnnxGRUStack:
@@ -109,20 +107,14 @@ def chain(graph, grus):
 def check_joins(nodes, joins, constants, to_array):
     """Whether each join turns its node's Y into the next node's X as a stack does."""
     for node, after, join in zip(nodes, nodes[1:], joins):
-        d, h = node.op.spec.num_directions, node.hidden_size
-        shape = (_S, d, _N, h) if node.layout == 0 else (_N, _S, d, h)
-        y = np.arange(np.prod(shape)).reshape(shape)
-        try:
-            x = y
+
+        def run(y, join=join):
             for move in join:
-                x = _move(move, x, constants, to_array)
-        except (ValueError, KeyError, IndexError, TypeError):
-            return False
-        rows = y.transpose(2, 0, 1, 3) if node.layout == 0 else y  # (N, S, D, H)
-        stacked = rows.reshape(_N, _S, d * h)  # what a stack gives the next layer
-        if after.layout == 0:
-            stacked = stacked.transpose(1, 0, 2)
-        if x.shape != stacked.shape or not np.array_equal(x, stacked):
+                y = _move(move, y, constants, to_array)
+            return y
+
+        y_axes = "SDNH" if node.layout == 0 else "NSDH"
+        if not joins_as_a_stack(y_axes, node.op.spec.num_directions, node.hidden_size, after.layout == 0, run):
             return False
     return True
 

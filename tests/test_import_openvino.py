@@ -185,6 +185,59 @@ def test_a_torch_gru_converted_by_openvino(ov, tmp_path):
     DEVIATIONS.check("openvino convert_model", (output, h_n), want)
 
 
+@pytest.mark.parametrize("bidirectional, batch_first, layers", [(True, True, 3), (False, False, 2)])
+def test_a_torch_gru_converted_by_openvino_is_a_stack(ov, tmp_path, bidirectional, batch_first, layers):
+    """from_openvino(stack=True) of convert_model's IR of a multi-layer torch.nn.GRU: one GRUStack,
+    the joins OpenVINO writes between its GRUSequence layers (Transpose, Reshape, Squeeze) checked."""
+    torch = pytest.importorskip("torch")
+    module = torch.nn.GRU(I, H, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first).eval()
+    x = np.random.default_rng(15).standard_normal((N, S, I) if batch_first else (S, N, I)).astype(np.float32)
+    path = tmp_path / "torch_gru.xml"
+    with warnings.catch_warnings():  # torch.jit.trace's deprecation and tracer warnings, inside convert_model
+        warnings.simplefilter("ignore")
+        ov.save_model(ov.convert_model(module, example_input=torch.from_numpy(x)), path)
+    stack = fastgru.from_openvino(path, stack=True)
+    d = 2 if bidirectional else 1
+    assert isinstance(stack, fastgru.GRUStack) and stack.num_layers == layers and stack.state_size == layers * d * H
+    X = x if batch_first else x.transpose(1, 0, 2)
+    Y, Ho = stack(X, np.zeros((N, stack.state_size), np.float32), np.full(N, S))
+    output = Y.transpose(0, 2, 1, 3).reshape(N, S, d * H)
+    h_n = Ho.reshape(N, layers * d, H).transpose(1, 0, 2)
+    want = run_openvino(ov, path, [x])
+    want = sorted(want, key=lambda a: a.shape != (output if batch_first else output.transpose(1, 0, 2)).shape)
+    DEVIATIONS.check("openvino convert_model stack", (output if batch_first else output.transpose(1, 0, 2), h_n), want)
+
+
+def test_layers_that_do_not_feed_each_other_are_not_a_stack(ov, tmp_path):
+    from openvino import opset15 as ops
+
+    rng = np.random.default_rng(16)
+    X, H0, L = (
+        ops.parameter(s, t) for s, t in [([N, S, I], ov.Type.f32), ([N, 1, H], ov.Type.f32), ([N], ov.Type.i32)]
+    )
+    first = ops.gru_sequence(X, H0, L, *map(ops.constant, weights(rng)), H, "forward")
+    wrong = ops.reshape(
+        first.output(0), ops.constant(np.array([N, S, H], np.int64)), False
+    )  # (N, 1, S, H) -> (N, S, H)
+    wrong = ops.transpose(wrong, ops.constant(np.array([0, 2, 1], np.int64)))  # (N, H, S): not a stack's X
+    wrong = ops.reshape(wrong, ops.constant(np.array([N, S, H], np.int64)), False)
+    second = ops.gru_sequence(wrong, H0, L, *map(ops.constant, weights(rng, input_size=H)), H, "forward")
+    path = tmp_path / "wrong.xml"
+    ov.save_model(ov.Model(second.outputs(), [X, H0, L]), path, compress_to_fp16=False)
+    with pytest.raises(FastGRUError, match="do not form one stack"):
+        fastgru.from_openvino(path, stack=True)
+    assert len(fastgru.from_openvino(path)) == 2  # each layer alone, as before
+    # the same sizes, joined right: a stack (the join names N, S and H, which the IR fixes)
+    right = ops.reshape(first.output(0), ops.constant(np.array([N, S, H], np.int64)), False)
+    second = ops.gru_sequence(right, H0, L, *map(ops.constant, weights(rng, input_size=H)), H, "forward")
+    ov.save_model(ov.Model(second.outputs(), [X, H0, L]), path, compress_to_fp16=False)
+    stack = fastgru.from_openvino(path, stack=True)
+    x, lengths = rng.standard_normal((N, S, I)).astype(np.float32), np.array([6, 2, 0, 5], np.int32)
+    Y, _ = stack(x, np.zeros((N, 2 * H), np.float32), lengths)
+    want = run_openvino(ov, path, [x, np.zeros((N, 1, H), np.float32), lengths])
+    DEVIATIONS.check("openvino stack, static join", (Y,), want[:1])
+
+
 def test_an_onnx_gru_converted_by_openvino(ov, tmp_path):
     """ONNX GRU -> ov.convert_model -> save_model: the GRUSequence's weights are Consts made by OpenVINO."""
     onnx = pytest.importorskip("onnx")
