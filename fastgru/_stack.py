@@ -175,8 +175,10 @@ class GRUStack:
             return out
         return y, ho
 
-    def stream(self, initial_hidden_state=None, sequence_lengths=None):
-        """A :class:`StackStream` that takes a long sequence chunk by chunk (every layer forward)."""
+    def stream(self, initial_hidden_state, sequence_lengths=None):
+        """A :class:`StackStream` that takes a long sequence chunk by chunk (every layer forward):
+        ``initial_hidden_state`` (batch_size, state_size), ``sequence_lengths`` those of the whole
+        sequence (default: unbounded)."""
         return StackStream(self, initial_hidden_state, sequence_lengths)
 
     # ---------------------------------------------------------------------------------- the kernel call
@@ -256,8 +258,9 @@ def _fits(seen, dtype, X, h0, lengths, out):
 
 
 def _effective(paths, granted, mailbox, forced):
-    """The (path, blocks or mailbox) each layer runs when the call got ``granted`` threads and the
-    partner's ``mailbox`` (None: no partner), as ``_paths.run`` decides for one op."""
+    """(path, threads, mailbox) of each layer when the call got ``granted`` threads and the partner's
+    ``mailbox`` (None: no partner), as ``_paths.run`` decides for one op: threads for the parallel
+    driver's blocks, the mailbox for the pair driver's, else 0 and None."""
     result = []
     for path in paths:
         if path in ("parallel", "split") and granted == 1 and not forced:
@@ -360,7 +363,7 @@ class StackStream:
     run out keeps its state.
     """
 
-    def __init__(self, stack, initial_hidden_state=None, sequence_lengths=None):
+    def __init__(self, stack, initial_hidden_state, sequence_lengths=None):
         for k, op in enumerate(stack.layers):
             if op.spec.direction != "forward":
                 raise FastGRUError(
@@ -373,8 +376,6 @@ class StackStream:
                 f"GRUStack.stream: the stack's dtype is {stack.dtype.name}; streams of stacks take float32 "
                 "or float64 (a float16 or bfloat16 stack rounds each layer's Y to T1: run it whole)"
             )
-        if initial_hidden_state is None:
-            raise FastGRUError("GRUStack.stream: initial_hidden_state is missing; expected (batch_size, state_size)")
         h0 = np.asarray(initial_hidden_state)
         n = h0.shape[0] if h0.ndim else 0
         check_stack_state("GRUStack.stream", "initial_hidden_state", h0, (n, stack.state_size), stack.dtype)

@@ -4,6 +4,10 @@ descriptor, the scratch, ...), so that Numba's dispatcher unboxes seven argument
 it looks at and unboxes each one on every call, which at a one-row, one-step call of hidden size 4
 is most of the kernel call's time (benchmarks/tuning.md, "Tuning: the small call").
 
+A job is also how a stack runs its layers (``stack.py``): ``job_callback(path, itemsize)`` is the
+address of a C callback per driver (serial, parallel, split, pair) and compute dtype that runs
+that driver on a job's arrays, compiled once, whoever calls it.
+
 ``planned(signature)`` is run_planned compiled for exactly the argument types of one plan (dtype,
 rank, C layout, writeable, aligned): a call with other types raises TypeError instead of
 compiling, so that Numba's own look at the types, which every call pays, is the plan's check of
