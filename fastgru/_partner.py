@@ -89,7 +89,7 @@ class Partner:
         sleeps (it is then woken, and joins the call when it can)."""
         if self.asleep and not wake or not self._busy.acquire(blocking=False):
             return False  # the first test is the short way of a call after a pause
-        if not self.asleep and not pair.is_asleep(self.mailbox):
+        if not self.asleep:  # it spins, or was woken and is on its way: it joins the call when it arrives
             return True
         if wake:
             self.wake()
