@@ -115,7 +115,8 @@ def breakdown(fast, rng, rounds, seconds):
         features = torch.from_numpy(rng.standard_normal((n, FEATURES, t), dtype=np.float32))
         x = torch.relu(fast.conv(features)).transpose(1, 2)
         y, h = gru(x)
-        ops = fastgru_torch._PACKS.get(params, ("gru", True, 2, False), None)
+        stack = fastgru_torch._PACKS.get(params, ("gru", True, 2, False), None)
+        ops = stack.layers
         x_np, x_contig = x.numpy(), np.ascontiguousarray(x.numpy())
         h0 = np.zeros((n, 1, HIDDEN), np.float32)
         y1 = np.empty((n, 1, t, HIDDEN), np.float32)
@@ -125,6 +126,11 @@ def breakdown(fast, rng, rounds, seconds):
         def kernels(x_contig=x_contig, h0=h0, y1=y1, y2=y2, ho=ho, ops=ops, n=n, t=t):
             ops[0](x_contig, h0, None, out=(y1, ho))
             ops[1](y1.reshape(n, t, HIDDEN), h0, None, out=(y2, ho))
+
+        state = np.zeros((n, stack.state_size), np.float32)
+
+        def stacked(x_contig=x_contig, state=state, y2=y2, stack=stack):
+            stack(x_contig, state, None, out=(y2, state))
 
         args = (x, h_t, None, params, True, 2, False, True)
 
@@ -140,9 +146,11 @@ def breakdown(fast, rng, rounds, seconds):
                 ),
                 (case, "GRU module"): lambda x=x, h=h_t: gru(x, h),
                 (case, "  the custom op instead of the direct call"): lambda args=args: torch.ops.fastgru.gru(*args),
-                (case, "  run_layers (the prepared ops and the layouts)"): policy(
-                    lambda x_np=x_np, ops=ops: _import_torch.run_layers(ops, x_np, None, None, True)
+                (case, "  run_layers (the stack and the layouts)"): policy(
+                    lambda x_np=x_np, stack=stack: _import_torch.run_layers(stack, x_np, None, None, True)
                 ),
+                (case, "  the stack, contiguous X, out="): policy(stacked),
+                (case, "  the stack, contiguous X, out=, every thread"): stacked,
                 (case, "  the prepared ops, contiguous X, out="): policy(kernels),
                 (case, "  the prepared ops, contiguous X, out=, every thread"): kernels,
             }
