@@ -92,10 +92,12 @@ def cycles(typingctx):
     by the caller (``fastgru._partner``), not read from ``cntfrq_el0``, so both are treated alike."""
 
     def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(64), [])
-        if AARCH64:
-            return builder.asm(fnty, "mrs $0, cntvct_el0", "=r", [], True)
-        counter = builder.module.declare_intrinsic("llvm.readcyclecounter", fnty=fnty)
+        if AARCH64:  # as clang's __builtin_arm_rsr64("cntvct_el0"): no inline asm, which Numba's JIT cannot assemble
+            read = builder.module.declare_intrinsic(
+                "llvm.read_volatile_register.i64", fnty=ir.FunctionType(ir.IntType(64), [ir.MetaDataType()])
+            )
+            return builder.call(read, [builder.module.add_metadata([ir.MetaDataString(builder.module, "cntvct_el0")])])
+        counter = builder.module.declare_intrinsic("llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
         return builder.call(counter, [])
 
     return types.int64(), codegen
@@ -112,8 +114,11 @@ def spin_pause(typingctx):
         if X86:
             hint = builder.module.declare_intrinsic("llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
             builder.call(hint, [])
-        elif AARCH64:
-            builder.asm(ir.FunctionType(ir.VoidType(), []), "isb", "~{memory}", [], True)
+        elif AARCH64:  # isb sy (15: the full system)
+            hint = builder.module.declare_intrinsic(
+                "llvm.aarch64.isb", fnty=ir.FunctionType(ir.VoidType(), [ir.IntType(32)])
+            )
+            builder.call(hint, [ir.Constant(ir.IntType(32), 15)])
         return context.get_dummy_value()
 
     return types.void(), codegen
