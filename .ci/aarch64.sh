@@ -64,10 +64,7 @@ build_setup() {
     fi
     apt-get update -qq || fail "apt-get update (with arm64) failed"
     mkdir -p "$tmp/debs" "$tmp/root" "$tmp/wheels" "$tmp/site"
-    # apt downloads as its own user when it can write there
-    chmod 777 "$tmp/debs"
-    (cd "$tmp/debs" && apt-get download -qq "${debs[@]/%/:arm64}" 2> >(grep -v "unsandboxed" >&2)) ||
-        fail "apt-get download of the arm64 packages failed"
+    (cd "$tmp/debs" && apt-get download -qq "${debs[@]/%/:arm64}") || fail "apt-get download of the arm64 packages failed"
     for deb in "$tmp"/debs/*.deb; do
         dpkg -x "$deb" "$tmp/root" || fail "dpkg -x $deb failed"
     done
@@ -93,7 +90,9 @@ build_setup() {
 install_qemu
 if [ -f "$setup/manifest.txt" ]; then
     echo "CI aarch64: the set-up $setup is cached"
+    made=cached
 else
+    made=made
     echo "CI aarch64: making the set-up $setup"
     build_setup
 fi
@@ -106,6 +105,7 @@ mkdir -p "$kernels"
 find "$kernels" -mindepth 1 -maxdepth 1 -name 'numba-*' -printf '%T@ %p\n' | sort -rn | tail -n +4 | cut -d' ' -f2- |
     xargs -r rm -rf
 
+compiled="$(find "$kernels" -name '*.nbc' | wc -l)"
 python=(qemu-aarch64 -L "$root" "$root/usr/bin/python3.11")
 export FASTGRU_CACHE_DIR="$kernels" PYTHONPATH="$repo:$site"
 # FASTGRU_REQUIRE names no package here: this Python has numba, numpy and pytest only.
@@ -116,4 +116,12 @@ grep -q '^geometry: *generic ' <<< "$info" || fail "the emulated fastgru does no
 grep -q '^partner thread: *spins ' <<< "$info" || fail "the partner thread is off on aarch64"
 test_start=$SECONDS
 "${python[@]}" -m pytest -p no:cacheprovider -q "${tests[@]}" || fail "the aarch64 tests failed"
-echo "CI aarch64: set-up ${setup_seconds} s, tests $((SECONDS - test_start)) s, in all $((SECONDS - start)) s"
+test_seconds=$((SECONDS - test_start))
+echo "CI aarch64: set-up ${setup_seconds} s, tests ${test_seconds} s, in all $((SECONDS - start)) s"
+# FASTGRU_CI_RECORD=FILE: a row of benchmarks/aarch64_ci_results.md's table for this run
+if [ -n "${FASTGRU_CI_RECORD:-}" ]; then
+    cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+    printf '| %s | %s | %s (%s kernel files before) | %s | %s | %s | %s, %s cores, %s |\n' "$(date -u +%F)" \
+        "$made" "$([ "$compiled" = 0 ] && echo compiled || echo cached)" "$compiled" "$setup_seconds" \
+        "$test_seconds" "$((SECONDS - start))" "$cpu" "$(nproc)" "$(qemu-aarch64 --version | head -1)" >> "$FASTGRU_CI_RECORD"
+fi
