@@ -9,9 +9,9 @@ fused multiply-adds in the same order, whatever the tile (``_kernels/microkernel
 ``llvm.fma``); the gate equations are compiled without contraction (``_config.JIT_EXACT``); and the
 other kernels allow only contraction into fused multiply-adds, which LLVM applies to the same
 expressions on every target that has them (x86-64 with FMA, aarch64, where they are part of the
-base instruction set). float64's exp and tanh are the C library's, the same source in glibc on
-both. A platform that rounds differently fails here with the largest difference in units in the
-last place.
+base instruction set). float64's exp and tanh are glibc's on both (its x86-64 build picks an
+FMA variant of exp at run time: these cases agree to the bit all the same). A platform that
+rounds differently fails here with the largest difference in units in the last place.
 """
 
 import platform
