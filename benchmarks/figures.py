@@ -34,6 +34,7 @@ WAKE, POOL, MICRO = (
     "benchmarks/microkernel_results.json",
 )
 COLD, ULP = "benchmarks/cold_start_results.md", "benchmarks/activations_ulp_results.md"
+AARCH64_CI = "benchmarks/aarch64_ci_results.md"
 
 # ------------------------------------------------------------------------------ generated tables
 table(README, "bench", RESULTS, "python benchmarks/report.py benchmarks/results.json (benchmarks/README.md)")
@@ -47,6 +48,14 @@ table(
 table(README, "cold-start", COLD, "python benchmarks/cold_start.py (or --report: from cold_start_results.json)")
 
 # ------------------------------------------------------------------------------ README.md
+# Platforms (.ci/aarch64.sh, FASTGRU_CI_RECORD)
+figure(
+    README,
+    "the step took 481 s from nothing and 92 s with its cache kept",
+    AARCH64_CI,
+    "481",
+    "92",
+)
 # Start-up (benchmarks/cold_start.py)
 figure(README, "(17 s for a first float32 `gru_sequence` on a 2-core AVX2 test machine", COLD, "17")
 figure(

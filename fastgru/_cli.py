@@ -26,7 +26,7 @@ def info():
 
     from ._config import CACHE, CACHE_DIR, cache_root, cached_counts, compile_counts
     from ._isa import describe
-    from ._partner import PARTNER, SPIN_US
+    from ._partner import PARTNER, SPIN_US, off_reason
     from ._threading import BUDGET, start_pool
 
     features = llvm.get_host_cpu_features()
@@ -49,11 +49,11 @@ def info():
         "simd": f"{simd.upper()} (this CPU's widest vector instructions)",
         "geometry": f"{describe()} (FASTGRU_ISA={os.environ.get('FASTGRU_ISA', '') or 'auto'})",
         "threads": f"{fastgru.get_num_threads()} for this thread; NUMBA_NUM_THREADS={BUDGET} for the process",
-        "threading layer": start_pool(),
+        "threading layer": _layer(start_pool()),
         "partner thread": (
             f"spins {SPIN_US} µs after its last job (FASTGRU_SPIN_US)"
             if PARTNER.enabled
-            else "off (FASTGRU_SPIN_US=0, no JIT, or not an x86 CPU)"
+            else f"off ({off_reason() or 'its counter did not advance'})"
         ),
         "cache folder": cache,
         "FASTGRU_CACHE_DIR": CACHE_DIR or "unset",
@@ -61,6 +61,17 @@ def info():
     }
     width = max(map(len, lines))
     return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in lines.items())
+
+
+def _layer(name):
+    """The threading layer's name; on aarch64, with what the other layers would need. Numba's aarch64
+    wheels build no TBB layer (and PyPI has no aarch64 ``tbb``); their OpenMP layer loads the
+    system's ``libgomp.so.1``, else Numba falls back to ``workqueue``."""
+    if platform.machine().lower() not in ("aarch64", "arm64"):
+        return name
+    if name == "omp":
+        return "omp (the system's libgomp; Numba has no TBB layer on aarch64)"
+    return f"{name} (Numba has no TBB layer on aarch64; the system's libgomp.so.1, e.g. Debian's libgomp1, gives omp)"
 
 
 def kernels_line(counts, cached):

@@ -15,11 +15,14 @@ thread budget (``_threading``) grants it two threads.
 Environment: ``FASTGRU_SPIN_US`` (default ``_tuning.SPIN_US``, 1000): how long the partner spins
 after its last job before it sleeps, burning one core meanwhile as ONNX Runtime's spinning
 threads do; ``0``: no partner, one-row calls share their work through Numba's threading layer
-(``run_split``). The partner needs an x86 CPU (its time-stamp counter times the spinning).
+(``run_split``). The partner needs a counter of constant rate that user space reads, to time its
+spinning: x86's time-stamp counter or aarch64's generic timer (``_kernels.atomics.cycles``); on
+other CPUs it is off.
 """
 
 import atexit
 import os
+import platform
 import threading
 import time
 
@@ -28,7 +31,7 @@ from numba import config
 from . import _tuning
 from ._config import kernel
 from ._kernels import pair
-from ._kernels.atomics import X86, cycles
+from ._kernels.atomics import STEADY_COUNTER, cycles
 from ._threading import requested
 
 
@@ -43,6 +46,18 @@ def _spin_us(text):
 
 #: Microseconds the partner spins without a job before it sleeps; 0: no partner.
 SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", str(_tuning.SPIN_US)))
+
+
+def off_reason():
+    """Why this process has no partner thread, or '' when it has one (it may still turn itself off
+    when it starts, if the counter does not advance: ``Partner._serve``)."""
+    if SPIN_US == 0:
+        return "FASTGRU_SPIN_US=0"
+    if config.DISABLE_JIT:
+        return "NUMBA_DISABLE_JIT: the kernels run as Python"
+    if not STEADY_COUNTER:
+        return f"{platform.machine()} has no user-space counter fastgru reads (x86-64 and aarch64 have)"
+    return ""
 
 
 @kernel()
@@ -71,8 +86,7 @@ class Partner:
     """
 
     def __init__(self):
-        # x86 only: its cycle counter is readable from user space and runs at a constant rate.
-        self.enabled = SPIN_US > 0 and not config.DISABLE_JIT and X86
+        self.enabled = not off_reason()
         self.mailbox = pair.new_mailbox()
         self._busy = threading.Lock()
         self._wake = threading.Event()

@@ -26,7 +26,7 @@ PATHS = [("serial", True), ("serial", False), ("parallel", True), ("parallel", F
 
 def _skip_without_partner(path):
     if path == "pair" and not _partner.PARTNER.enabled:
-        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+        pytest.skip(f"no partner thread here ({_partner.off_reason()})")
 
 
 def _panel(dtype):

@@ -21,7 +21,7 @@ from fastgru._kernels import pair
 SERVING_TIMEOUT = 120
 
 pytestmark = [
-    pytest.mark.skipif(not _partner.PARTNER.enabled, reason="no partner thread (FASTGRU_SPIN_US=0 or no JIT)"),
+    pytest.mark.skipif(not _partner.PARTNER.enabled, reason=f"no partner thread ({_partner.off_reason()})"),
     pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here"),
 ]
 

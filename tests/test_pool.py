@@ -218,7 +218,7 @@ def test_streams_in_a_pool_get_the_bits_they_get_alone(monkeypatch, kernels_run,
     """Any interleaving of steps over random subsets of the streams, with ragged lengths, gives every
     stream the bits of feeding it alone, on 1 and 2 threads, on every kernel path (asserted)."""
     if path == "pair" and not _partner.PARTNER.enabled:
-        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+        pytest.skip(f"no partner thread here ({_partner.off_reason()})")
     op = make_op(kind, dtype, np.random.default_rng(KINDS.index(kind)))
     script = draw_script(data, op, capacity=5)
     want = run_alone(op, script)  # the default paths, one call per stream

@@ -115,6 +115,14 @@ def test_ci_runs_the_readme_test_command():
     assert TEST_COMMANDS[0] in CI_RUN
 
 
+def test_ci_runs_the_aarch64_step_after_the_suite():
+    """README's "Platforms": CI runs the platform cases on aarch64 (.ci/aarch64.sh) after the x86-64 suite."""
+    step = "bash .ci/aarch64.sh"
+    assert step in README and step in CI_RUN
+    assert CI_RUN.index(TEST_COMMANDS[0]) < CI_RUN.index(step)
+    assert "tests/test_platform_bits.py" in (ROOT / ".ci" / "aarch64.sh").read_text()
+
+
 def test_ci_requires_the_optional_packages():
     """CI fails when the torch or oracle tests would skip (conftest.py turns those skips into failures)."""
     required = re.findall(r"^export FASTGRU_REQUIRE=([\w,]+)$", CI_RUN, flags=re.M)

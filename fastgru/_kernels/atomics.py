@@ -14,7 +14,14 @@ from numba.extending import intrinsic
 
 from .memory import element_pointer
 
-X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+_MACHINE = platform.machine().lower()
+X86 = _MACHINE in ("x86_64", "amd64", "i386", "i686")
+AARCH64 = _MACHINE in ("aarch64", "arm64")
+
+#: Whether ``cycles`` reads a counter that user space may read and that runs at a constant rate,
+#: which the partner thread needs to time its spinning (``fastgru._partner``): x86's time-stamp
+#: counter, aarch64's generic timer. Elsewhere ``llvm.readcyclecounter`` may read 0 or trap.
+STEADY_COUNTER = X86 or AARCH64
 
 
 @intrinsic
@@ -79,9 +86,17 @@ def atomic_swap(typingctx, array, index, expected, new):
 
 @intrinsic
 def cycles(typingctx):
-    """The processor's cycle counter (x86: the time-stamp counter, which runs at a constant rate)."""
+    """A counter of constant rate that user space reads in a few cycles: x86's time-stamp counter;
+    on aarch64 the generic timer's virtual count ``cntvct_el0`` (LLVM's ``readcyclecounter`` reads
+    the PMU's cycle counter there, which Linux does not let user space read). Its rate is measured
+    by the caller (``fastgru._partner``), not read from ``cntfrq_el0``, so both are treated alike."""
 
     def codegen(context, builder, signature, args):
+        if AARCH64:  # as clang's __builtin_arm_rsr64("cntvct_el0"): no inline asm, which Numba's JIT cannot assemble
+            read = builder.module.declare_intrinsic(
+                "llvm.read_volatile_register.i64", fnty=ir.FunctionType(ir.IntType(64), [ir.MetaDataType()])
+            )
+            return builder.call(read, [builder.module.add_metadata([ir.MetaDataString(builder.module, "cntvct_el0")])])
         counter = builder.module.declare_intrinsic("llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
         return builder.call(counter, [])
 
@@ -90,13 +105,20 @@ def cycles(typingctx):
 
 @intrinsic
 def spin_pause(typingctx):
-    """Tell the core that this thread spins (x86 ``pause``): it yields the core's resources to the
-    other hardware thread and eases the exit from the loop. Nothing elsewhere."""
+    """Tell the core that this thread spins: x86 ``pause`` yields the core's resources to the other
+    hardware thread and eases the exit from the loop; on aarch64 ``isb``, which stalls the core
+    for a few tens of cycles as ``pause`` does (``yield`` is a no-op on most aarch64 cores; Rust's
+    ``spin_loop`` hint uses ``isb`` for the same reason). Nothing elsewhere."""
 
     def codegen(context, builder, signature, args):
         if X86:
             hint = builder.module.declare_intrinsic("llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
             builder.call(hint, [])
+        elif AARCH64:  # isb sy (15: the full system)
+            hint = builder.module.declare_intrinsic(
+                "llvm.aarch64.isb", fnty=ir.FunctionType(ir.VoidType(), [ir.IntType(32)])
+            )
+            builder.call(hint, [ir.Constant(ir.IntType(32), 15)])
         return context.get_dummy_value()
 
     return types.void(), codegen
