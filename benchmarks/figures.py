@@ -46,6 +46,7 @@ table(
     "--png benchmarks/results_avx2.png --marker bench-avx2",
 )
 table(README, "cold-start", COLD, "python benchmarks/cold_start.py (or --report: from cold_start_results.json)")
+table(README, "stacks", "benchmarks/stacks_results.md", "python benchmarks/stacks.py --readme README.md")
 
 # ------------------------------------------------------------------------------ README.md
 # Platforms (.ci/aarch64.sh, FASTGRU_CI_RECORD)
