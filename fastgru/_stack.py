@@ -199,26 +199,26 @@ class GRUStack:
             h0, ho = h0.reshape(h0.shape[0], self.state_size), ho.reshape(ho.shape[0], self.state_size)
         layout = self._layout(n, s, int(keep))
         lengths = layout.full if lengths is None else _scratch.lengths(lengths, n, s)
-        if path is None and layout.serial is not None:  # every layer on this thread: the short way
-            run_stack(X, h0, lengths, state_rows, y, ho, layout.serial)
-            return layout.paths
+        if path is None and (layout.serial or requested() == 1):  # every layer on this thread: the short way
+            run_stack(X, h0, lengths, state_rows, y, ho, layout.serial_jobs)
+            return ("serial",) * len(self.layers)
         paths = layout.paths if path is None else (path,) * len(self.layers)
         forced = path is not None
         if "parallel" in paths or "split" in paths:
             _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
             with lease(requested()) as granted:
-                ways = _effective(paths, granted, None, forced)
-                run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(ways))
+                ways, jobs = layout.ways(paths, granted, None, forced)
+                run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         elif "pair" in paths:
             partner = _partner.PARTNER
             with partner.lease(wake=layout.flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
                 with lease(min(2, requested()) if taken else 1) as granted:
                     mailbox = partner.mailbox if granted > 1 else _scratch.mailbox() if forced else None
-                    ways = _effective(paths, granted, mailbox, forced)
-                    run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(ways))
+                    ways, jobs = layout.ways(paths, granted, mailbox, forced)
+                    run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         else:
-            ways = _effective(paths, 1, None, forced)
-            run_stack(X, h0, lengths, state_rows, y, ho, layout.jobs(ways))
+            ways, jobs = layout.ways(paths, 1, None, forced)
+            run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         return tuple(way[0] for way in ways)
 
     def _layout(self, n, s, keep):
@@ -297,11 +297,22 @@ class _Layout:
             self.paths.append(choose(n, s, d, h, flops))
             self.flops = max(self.flops, flops)
         self.paths = tuple(self.paths)
-        self._jobs = {}
+        self._jobs, self._ways = {}, {}
         #: sequence_lengths of every step of every row.
         self.full = np.full(n, s, dtype=_I64)
-        #: The jobs when every layer runs on the calling thread, else None.
-        self.serial = self.jobs(_effective(self.paths, 1, None, False)) if set(self.paths) == {"serial"} else None
+        #: Whether every layer runs on the calling thread whatever the call gets.
+        self.serial = set(self.paths) == {"serial"}
+        #: The jobs of every layer on the calling thread.
+        self.serial_jobs = self.jobs(_effective(("serial",) * len(layers), 1, None, False))
+
+    def ways(self, paths, granted, mailbox, forced):
+        """(``_effective``'s ways, their jobs) of a call that got ``granted`` threads and ``mailbox``."""
+        key = paths, granted, None if mailbox is None else id(mailbox), forced
+        found = self._ways.get(key)
+        if found is None:
+            ways = _effective(paths, granted, mailbox, forced)
+            found = self._ways[key] = ways, self.jobs(ways)
+        return found
 
     def jobs(self, ways):
         """The jobs (L, JOB_SIZE) of the layers run in ``ways`` (per layer: path, threads, mailbox or
