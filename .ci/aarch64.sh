@@ -130,6 +130,10 @@ even=$!
 wait "$even" || fail "fastgru warmup failed under emulation: $(tail -5 "$base/warmup0.log")"
 echo "CI aarch64: kernels compiled or loaded in $((SECONDS - test_start)) s: $(grep '^kernels:' "$base"/warmup?.log | cut -d: -f3- | paste -sd';')"
 "${python[@]}" -m pytest -p no:cacheprovider -q "${tests[@]}" || fail "the aarch64 tests failed"
+# Stacks of layers (GRUStack): their layers run the drivers through C callbacks; the one-row case
+# of float32 takes each driver (serial, parallel, split, pair), against the layers one by one.
+"${python[@]}" -m pytest -p no:cacheprovider -q tests/test_stack.py -k "one_row and float32" ||
+    fail "the stack tests failed on aarch64"
 # The partner thread's own tests that run in one process (the others start Python subprocesses,
 # which the emulated Python cannot: no binfmt_misc here), with a spin of 20 ms: emulated Python
 # runs a burst of calls (which wakes the partner) far slower than the 1 ms spin of the default.
