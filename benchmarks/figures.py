@@ -57,6 +57,7 @@ figure(
     "481",
     "92",
 )
+figure(README, "and 160 s with the stack tests added", AARCH64_CI, "160")
 # Start-up (benchmarks/cold_start.py)
 figure(README, "(17 s for a first float32 `gru_sequence` on a 2-core AVX2 test machine", COLD, "17")
 figure(
