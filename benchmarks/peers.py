@@ -167,8 +167,7 @@ def _onnxruntime_session(case):
     """(session, feed) of one ONNX GRU node (gate order z, r, h as OpenVINO), layout 0: X (S, N, I),
     Y (S, D, N, H); weights and sequence_lens as initializers."""
     try:
-        import onnx
-        import onnxruntime as ort
+        import onnxruntime  # noqa: F401  (onnxruntime_session's)
         from onnx import TensorProto, helper, numpy_helper
     except ImportError as exc:
         raise Unavailable("onnx or onnxruntime is not installed") from exc
@@ -208,18 +207,27 @@ def _onnxruntime_session(case):
         ],
         initializers,
     )
+    session = onnxruntime_session(graph)
+    feed = {
+        "X": np.ascontiguousarray(c.X[:, :s].transpose(1, 0, 2)),
+        "initial_h": np.ascontiguousarray(c.H0.transpose(1, 0, 2)),
+    }
+    return session, feed
+
+
+def onnxruntime_session(graph):
+    """An ONNX Runtime session of ``graph`` (opset 14), checked, on THREADS intra-op threads."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    feed = {
-        "X": np.ascontiguousarray(c.X[:, :s].transpose(1, 0, 2)),
-        "initial_h": np.ascontiguousarray(c.H0.transpose(1, 0, 2)),
-    }
-    return session, feed
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def _steps(shape):

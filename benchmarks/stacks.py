@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import machine_info  # noqa: E402  (also imports openvino first: Numba then picks TBB)
-from peers import THREADS  # noqa: E402
+from peers import THREADS, onnxruntime_session  # noqa: E402
 from report import replace_table  # noqa: E402
 
 import fastgru  # noqa: E402
@@ -59,8 +59,6 @@ def _torch_gru(layers, hidden):
 
 def _onnx_stack(gru, steps):
     """An ONNX Runtime session of gru's layers as chained GRU nodes (layout 0), and its IOBinding run."""
-    import onnx
-    import onnxruntime as ort
     import torch
     from onnx import TensorProto, helper, numpy_helper
 
@@ -93,14 +91,7 @@ def _onnx_stack(gru, steps):
         nodes.append(helper.make_node("Squeeze", [f"Y{k}", f"axis{k}"], [f"X{k + 1}"]))  # (S, 1, N, H) -> (S, N, H)
         x_name = f"X{k + 1}"
     outputs.insert(0, helper.make_tensor_value_info(x_name, TensorProto.FLOAT, [steps, 1, h]))
-    graph = helper.make_graph(nodes, "stack", inputs, outputs, initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = THREADS
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime_session(helper.make_graph(nodes, "stack", inputs, outputs, initializers))
     rng = np.random.default_rng(0)
     feed = {"X": rng.standard_normal((steps, 1, INPUT)).astype(np.float32)}
     feed.update({f"h0_{k}": np.zeros((1, 1, h), np.float32) for k in range(gru.num_layers)})

@@ -95,14 +95,7 @@ class OnnxGRU(Described):
         return self.spec.direction
 
     def __call__(self, X, sequence_lens=None, initial_h=None):
-        X = np.asarray(X)
-        if X.ndim != 3:
-            order = "seq_length, batch_size" if self.layout == 0 else "batch_size, seq_length"
-            raise FastGRUError(
-                f"OnnxGRU: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
-                f"input_size={self.input_size}) (layout={self.layout})"
-            )
-        x = X.transpose(1, 0, 2) if self.layout == 0 else X  # (N, S, I)
+        x = self._batch_major(X, "OnnxGRU", f"layout={self.layout}")
         if sequence_lens is None:
             sequence_lens = self._sequence_lens  # None again: every step of every row, as the op takes it
         h0 = self._state(initial_h, x.shape[0])
@@ -110,6 +103,17 @@ class OnnxGRU(Described):
         if self.layout == 0:
             return np.ascontiguousarray(Y.transpose(2, 1, 0, 3)), np.ascontiguousarray(Ho.transpose(1, 0, 2))
         return np.ascontiguousarray(Y.transpose(0, 2, 1, 3)), Ho
+
+    def _batch_major(self, X, where, which):
+        """X in the node's layout as (N, S, I), a view; a rank other than 3 is an error of ``where``."""
+        X = np.asarray(X)
+        if X.ndim != 3:
+            order = "seq_length, batch_size" if self.layout == 0 else "batch_size, seq_length"
+            raise FastGRUError(
+                f"{where}: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
+                f"input_size={self.input_size}) ({which})"
+            )
+        return X.transpose(1, 0, 2) if self.layout == 0 else X
 
     def _state(self, initial_h, n):
         """The op's initial state (N, D, H) from ``initial_h`` in the node's layout, else the node's

@@ -47,14 +47,7 @@ class OnnxGRUStack:
 
     def __call__(self, X, sequence_lens=None, initial_h=None):
         first, last = self.nodes[0], self.nodes[-1]
-        X = np.asarray(X)
-        if X.ndim != 3:
-            order = "seq_length, batch_size" if first.layout == 0 else "batch_size, seq_length"
-            raise FastGRUError(
-                f"OnnxGRUStack: X has rank {X.ndim} (shape {X.shape}); expected ({order}, "
-                f"input_size={first.input_size}) (the first node's layout={first.layout})"
-            )
-        x = X.transpose(1, 0, 2) if first.layout == 0 else X  # (N, S, I)
+        x = first._batch_major(X, "OnnxGRUStack", f"the first node's layout={first.layout}")
         n = x.shape[0]
         if initial_h is not None and (not isinstance(initial_h, (list, tuple)) or len(initial_h) != len(self.nodes)):
             raise FastGRUError(
