@@ -273,7 +273,7 @@ def _effective(paths, granted, mailbox, forced):
 
 class _Layout:
     """A stack's plumbing for calls of N rows and S steps: each layer's strides and path, the
-    buffers between layers, and the jobs of each way the layers can run (``jobs``)."""
+    buffers between layers, and the jobs of each way the layers can run (``ways``)."""
 
     def __init__(self, stack, n, s, keep):
         self.stack, self.n, self.s, self.keep = stack, n, s, keep
@@ -297,31 +297,24 @@ class _Layout:
             self.paths.append(choose(n, s, d, h, flops))
             self.flops = max(self.flops, flops)
         self.paths = tuple(self.paths)
-        self._jobs, self._ways = {}, {}
+        self._ways = {}
         #: sequence_lengths of every step of every row.
         self.full = np.full(n, s, dtype=_I64)
         #: Whether every layer runs on the calling thread whatever the call gets.
         self.serial = set(self.paths) == {"serial"}
         #: The jobs of every layer on the calling thread.
-        self.serial_jobs = self.jobs(_effective(("serial",) * len(layers), 1, None, False))
+        self.serial_jobs = self.ways(("serial",) * len(layers), 1, None, False)[1]
 
     def ways(self, paths, granted, mailbox, forced):
-        """(``_effective``'s ways, their jobs) of a call that got ``granted`` threads and ``mailbox``."""
+        """(``_effective``'s ways, their jobs (L, JOB_SIZE)) of a call that got ``granted`` threads and
+        ``mailbox``: made once each, the jobs kept with every array they point to."""
         key = paths, granted, None if mailbox is None else id(mailbox), forced
         found = self._ways.get(key)
         if found is None:
             ways = _effective(paths, granted, mailbox, forced)
-            found = self._ways[key] = ways, self.jobs(ways)
-        return found
-
-    def jobs(self, ways):
-        """The jobs (L, JOB_SIZE) of the layers run in ``ways`` (per layer: path, threads, mailbox or
-        None; ``_effective``), made once per ways and kept with every array they point to."""
-        key = tuple((path, threads, None if box is None else id(box)) for path, threads, box in ways)
-        made = self._jobs.get(key)
-        if made is None:
-            made = self._jobs[key] = self._make(ways)
-        return made[0]
+            jobs, kept = self._make(ways)
+            found = self._ways[key] = ways, jobs, kept
+        return found[:2]
 
     def _make(self, ways):
         stack, n, s = self.stack, self.n, self.s
