@@ -17,6 +17,7 @@ from frame to frame, and what a pool of stacks keeps per stream.
 since their ops round each Y to T1; the float32 and float64 ones in one kernel call.
 """
 
+import functools
 import threading
 
 import numpy as np
@@ -302,8 +303,12 @@ class _Layout:
         self.full = np.full(n, s, dtype=_I64)
         #: Whether every layer runs on the calling thread whatever the call gets.
         self.serial = set(self.paths) == {"serial"}
-        #: The jobs of every layer on the calling thread.
-        self.serial_jobs = self.ways(("serial",) * len(layers), 1, None, False)[1]
+
+    @functools.cached_property
+    def serial_jobs(self):
+        """The jobs of every layer on the calling thread (made when a call first needs them: their
+        scratch may be large for a batch that never runs on one thread)."""
+        return self.ways(("serial",) * len(self.stack.layers), 1, None, False)[1]
 
     def ways(self, paths, granted, mailbox, forced):
         """(``_effective``'s ways, their jobs (L, JOB_SIZE)) of a call that got ``granted`` threads and
