@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _paths, _scratch
 from ._codes import REVERSED
+from ._compact import check_weight_dtype, pack_compact
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 
@@ -55,7 +56,8 @@ class Packed:
     """The weights of one op in the kernels' layout, made once, and the per-call path from checked
     inputs to results, kept short: it is most of a small call's time."""
 
-    def __init__(self, spec, W, R, B=None):
+    def __init__(self, spec, W, R, B=None, weight_dtype=None):
+        weight_dtype = check_weight_dtype(spec.op, weight_dtype, spec.dtype)
         ct = compute_dtype(spec.dtype)
         h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
         # Copies (once per op): C-contiguous and writeable, as the packing kernel takes them.
@@ -64,8 +66,13 @@ class Packed:
         B = np.zeros((d, 3 * h), dtype=ct) if B is None else np.array(B, dtype=ct, order="C").reshape(d, -1)
         self.spec = spec
         self.compute_dtype = ct
-        self.weights = aligned(packed_size(d, i, h, ct.itemsize), ct)
-        pack_weights(W, R, B, self.weights)
+        if weight_dtype is None:
+            self.weights = aligned(packed_size(d, i, h, ct.itemsize), ct)
+            pack_weights(W, R, B, self.weights)
+        else:  # bfloat16 or int8 (``_compact``)
+            self.weights = pack_compact(spec.op, weight_dtype, W, R, B)
+        #: What the kernels read W and R as: 'float32', 'float64', 'bfloat16' or 'int8'.
+        self.weight_dtype = weight_dtype or ct.name
         self.n_dirs, self.n_hidden, self.n_inputs = d, h, i
         self.clip = spec.clip
         self._attributes = {

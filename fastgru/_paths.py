@@ -10,7 +10,7 @@ least the calling thread: a call never waits for threads.
 
 from . import _partner, _scratch, _tuning
 from ._kernels.layout import rows_scratch, split_scratch
-from ._kernels.pair import run_pair
+from ._kernels.pair import run_pair, worker_callback
 from ._kernels.rows import run_parallel, run_serial
 from ._kernels.split import run_split
 from ._threading import lease, requested
@@ -70,10 +70,10 @@ def _serial(packed, n, s, arrays, strides, keep):
     return "run_serial"
 
 
-def _split(kernel, packed, s, arrays, strides, keep, *mailbox):
+def _split(kernel, packed, s, arrays, strides, keep, *mailbox_and_worker):
     call, floats, ints = _plan(packed, 1, s, strides, keep, 0, 2)
     work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-    return kernel(*arrays, packed.weights, call, packed.clip, work, iwork, *mailbox)
+    return kernel(*arrays, packed.weights, call, packed.clip, work, iwork, *mailbox_and_worker)
 
 
 def _pair(packed, n, s, arrays, strides, keep, flops, forced):
@@ -85,10 +85,10 @@ def _pair(packed, n, s, arrays, strides, keep, flops, forced):
         if taken:
             with lease(min(2, requested())) as granted:
                 if granted > 1:
-                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox)
+                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox, worker_callback(packed.weights))
                     return "run_pair"
         if forced:
-            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox())
+            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox(), worker_callback(packed.weights))
             return "run_pair"
         return _serial(packed, n, s, arrays, strides, keep)
 

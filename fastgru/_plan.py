@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _paths, _scratch, _tuning
 from ._dispatch import NO_ROWS
-from ._kernels.planned import JOB, JOB_SIZE, planned, serial_job
+from ._kernels.planned import JOB, JOB_SIZE, job_callback, planned
 from ._validate import check_lengths
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -103,7 +103,7 @@ class Plan:
         if lengths is None:
             lengths = self.lengths if self.cell else self.full
         if self.run is None:  # the first call that takes the plan compiles (or loads) its kernels
-            self.job[JOB["callback"]] = serial_job(self.dtype.itemsize)
+            self.job[JOB["callback"]] = job_callback("serial", self.packed.weights)
             self.run = planned(self.signature)
         try:
             if self.run(X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], self.job):

@@ -25,6 +25,7 @@ import numpy as np
 from . import _partner, _scratch, _tuning
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
 from ._kernels.memory import aligned
+from ._kernels.pair import worker_callback
 from ._kernels.planned import JOB, JOB_SIZE, job_callback
 from ._kernels.stack import run_stack
 from ._ops import GRUSequence
@@ -352,10 +353,11 @@ class _Layout:
             kept += list(fixed.values())
             job[JOB["steps"]] = s
             job.view(np.float64)[JOB["clip"]] = packed.clip
-            job[JOB["callback"]] = job_callback(path, ct.itemsize)
+            job[JOB["callback"]] = job_callback(path, packed.weights)
             job[JOB["blocks"]] = blocks
             if mailbox is not None:
                 job[JOB["mailbox"]] = mailbox.ctypes.data
+                job[JOB["worker"]] = worker_callback(packed.weights)
                 kept.append(mailbox)
             job[JOB["state_offset"]] = stack._offsets[k]
         return jobs, kept

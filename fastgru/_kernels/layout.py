@@ -37,6 +37,7 @@ import numpy as np
 from .._config import kernel
 from .._isa import GEOMETRY
 from .memory import LINE_BYTES, load, store
+from .microkernel import SCALE_BYTES
 
 #: Vectors per panel and bytes per vector (the geometry's, fixed when the kernels compile).
 PANEL_VECTORS = GEOMETRY.panel_vectors
@@ -111,21 +112,30 @@ def _lines(count, itemsize):
 
 
 @kernel()
-def w_start(c, d, nr, n_panels):
+def panel_size(k_len, nr, weights):
+    """Elements of ``weights`` that one panel of k_len rows takes: its k_len·NR weights, after NR
+    float32 scales for int8 weights (``tile_fma``)."""
+    return k_len * nr + (SCALE_BYTES * nr if weights.itemsize == 1 else 0)
+
+
+@kernel()
+def w_start(c, d, nr, n_panels, weights):
     """Where direction d's panels of Wᵀ start in the packed weights."""
-    return d * n_panels * c.n_inputs * nr
+    return d * n_panels * panel_size(c.n_inputs, nr, weights)
 
 
 @kernel()
-def r_start(c, d, nr, n_panels):
+def r_start(c, d, nr, n_panels, weights):
     """Where direction d's panels of Rᵀ start in the packed weights."""
-    return c.n_dirs * n_panels * c.n_inputs * nr + d * n_panels * c.n_hidden * nr
+    return c.n_dirs * n_panels * panel_size(c.n_inputs, nr, weights) + d * n_panels * panel_size(c.n_hidden, nr, weights)
 
 
 @kernel()
-def bias_start(c, d, nr, n_panels):
-    """Where direction d's bias [Bz, Br, Bh or Wbh, 0 or Rbh] (4H) starts in the packed weights."""
-    return c.n_dirs * n_panels * (c.n_inputs + c.n_hidden) * nr + d * 4 * c.n_hidden
+def bias_start(c, d, nr, n_panels, weights, itemsize):
+    """Where direction d's bias [Bz, Br, Bh or Wbh, 0 or Rbh] (4H) starts in the packed weights, in
+    elements of ``itemsize`` bytes, the compute dtype's (``memory.load_as``): after the panels."""
+    ends = c.n_dirs * n_panels * (panel_size(c.n_inputs, nr, weights) + panel_size(c.n_hidden, nr, weights))
+    return -(-ends * weights.itemsize // itemsize) + d * 4 * c.n_hidden
 
 
 @kernel()

@@ -85,6 +85,19 @@ def store(typingctx, array, index, value):
     return types.void(array, index, value), codegen
 
 
+@intrinsic
+def load_as(typingctx, array, index, like):
+    """The element of ``like``'s dtype at flat ``index`` of ``array``'s memory read as an array of that
+    dtype (the float32 bias and scales that follow bfloat16 or int8 weights in one buffer)."""
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        as_type = context.get_data_type(signature.args[2].dtype).as_pointer()
+        return builder.load(builder.gep(builder.bitcast(data, as_type), [args[1]], inbounds=True))
+
+    return like.dtype(array, index, like), codegen
+
+
 if config.BOUNDSCHECK and not config.DISABLE_JIT:  # NUMBA_BOUNDSCHECK=1: checked, for debugging
 
     @njit
@@ -109,3 +122,6 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): plain indexing
 
     def store(array, index, value):  # noqa: F811
         (array if array.ndim == 1 else array.reshape(-1))[index] = value
+
+    def load_as(array, index, like):  # noqa: F811
+        return array.reshape(-1).view(like.dtype)[index]

@@ -11,6 +11,7 @@ Every element of C receives the same sequence of operations, c = fma(a[k], b[k],
 k = 0, 1, ..., whatever MR, NP and NV are, so tiling never changes a result's bits.
 """
 
+import numpy as np
 from llvmlite import ir
 from numba import config, types
 from numba.core import cgutils
@@ -27,6 +28,24 @@ def lanes(dtype):
     return VECTOR_BYTES // dtype.itemsize
 
 
+#: Bytes of one column's scale at the head of a panel of int8 weights (a float32).
+SCALE_BYTES = 4
+
+
+def weight_format(b_dtype, c_dtype):
+    """The panels' format from their element type (a Numba type): 'exact' when it is C's, 'bfloat16'
+    for uint16 (a bfloat16's bits), 'int8' for int8."""
+    if b_dtype == c_dtype:
+        return "exact"
+    if c_dtype != types.float32:  # the compact formats compute in float32
+        return None
+    if b_dtype == types.uint16:
+        return "bfloat16"
+    if b_dtype == types.int8:
+        return "int8"
+    return None
+
+
 @intrinsic(prefer_literal=True)
 def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):
     """C[r, q*NR + v*L + l] += sum_k A[k, r] * Bq[k, v*L + l] for r < MR, q < NP, v < NV, l < L.
@@ -34,10 +53,18 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     c : 1-D array; C's row r starts at c_off + r*ldc, its columns are contiguous.
     a : 1-D array; packed A, element (k, r) at a_off + k*MR + r.
     b : 1-D array; packed panels, element (k, v*L + l) of panel q at b_off + q*b_stride + k*NR + v*L + l,
-        with NR = NV*L the panel width.
+        with NR = NV*L the panel width. Three formats, by b's element type:
+        C's: the weights themselves;
+        uint16: bfloat16 bits, widened to C's float32 in registers (a shift: exact);
+        int8: the panel starts with NR float32 scales (SCALE_BYTES each), its weights follow at
+        b_off + q*b_stride + SCALE_BYTES*NR, and C[r, col] += scale[col] * sum_k A[k, r] * B[k, col]
+        (the sum from zero, then one fused multiply-add).
     mr, np_, nv : integer literals (MR rows, NP panels, NV vectors per panel).
     """
     if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
+        return None
+    fmt = weight_format(b.dtype, c.dtype)
+    if fmt is None:
         return None
     MR, NP, NV = mr.literal_value, np_.literal_value, nv.literal_value
     sig = types.void(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv)
@@ -62,15 +89,38 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
         a_ptr = context.make_array(signature.args[3])(context, builder, a_arr).data
         b_ptr = context.make_array(signature.args[5])(context, builder, b_arr).data
 
-        def vector_at(base, offset):
-            return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
+        def vector_at(base, offset, vector=vec):
+            return builder.bitcast(builder.gep(base, [offset]), vector.as_pointer())
+
+        if fmt == "exact":
+
+            def weights_at(offset):
+                return builder.load(vector_at(b_ptr, offset), align=align)
+
+        elif fmt == "bfloat16":
+            halves, words = ir.VectorType(ir.IntType(16), width), ir.VectorType(ir.IntType(32), width)
+            sixteen = ir.Constant(words, [16] * width)
+
+            def weights_at(offset):  # a bfloat16 is the high half of the float32 it stands for
+                bits = builder.load(vector_at(b_ptr, offset, halves), align=2)
+                return builder.bitcast(builder.shl(builder.zext(bits, words), sixteen), vec)
+
+        else:
+            bytes_ = ir.VectorType(ir.IntType(8), width)
+
+            def weights_at(offset):
+                return builder.sitofp(builder.load(vector_at(b_ptr, offset, bytes_), align=1), vec)
 
         c_rows = [builder.add(c_off_, builder.mul(ldc_, const(r))) for r in range(MR)]
         cols = [q * NV * width + v * width for q in range(NP) for v in range(NV)]
         slots = [[cgutils.alloca_once(builder, vec) for _ in cols] for _ in range(MR)]
+        zeros = ir.Constant(vec, None)
         for r in range(MR):
             for slot, col in zip(slots[r], cols):
-                builder.store(builder.load(vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align), slot)
+                if fmt == "int8":  # the sum starts from zero; C is added once, scaled, at the end
+                    builder.store(zeros, slot)
+                else:
+                    builder.store(builder.load(vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align), slot)
 
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{width}f{dtype.bitwidth}"
@@ -79,15 +129,14 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
         splat = ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width)
         zero32 = ir.Constant(ir.IntType(32), 0)
         panel_width = const(NV * width)
+        first = builder.add(b_off_, const(SCALE_BYTES * NV * width)) if fmt == "int8" else b_off_
         with cgutils.for_range(builder, k_len_) as loop:
             k = loop.index
-            row = builder.add(b_off_, builder.mul(k, panel_width))
+            row = builder.add(first, builder.mul(k, panel_width))
             bs = []
             for q in range(NP):
                 panel = builder.add(row, builder.mul(b_stride_, const(q)))
-                bs.extend(
-                    builder.load(vector_at(b_ptr, builder.add(panel, const(v * width))), align=align) for v in range(NV)
-                )
+                bs.extend(weights_at(builder.add(panel, const(v * width))) for v in range(NV))
             a_row = builder.add(a_off_, builder.mul(k, const(MR)))
             for r in range(MR):
                 a_val = builder.load(builder.gep(a_ptr, [builder.add(a_row, const(r))]))
@@ -95,9 +144,21 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
                 for slot, b_vec in zip(slots[r], bs):
                     builder.store(builder.call(fma, [a_vec, b_vec, builder.load(slot)]), slot)
 
-        for r in range(MR):
-            for slot, col in zip(slots[r], cols):
-                builder.store(builder.load(slot), vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align)
+        if fmt == "int8":  # C += scale ⊙ sum, the scales at the head of each panel
+            scales = []
+            for q in range(NP):
+                head = builder.gep(b_ptr, [builder.add(b_off_, builder.mul(b_stride_, const(q)))])
+                floats = builder.bitcast(head, scalar.as_pointer())
+                scales.extend(builder.load(vector_at(floats, const(v * width)), align=align) for v in range(NV))
+            for r in range(MR):
+                for slot, col, scale in zip(slots[r], cols, scales):
+                    target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
+                    total = builder.call(fma, [builder.load(slot), scale, builder.load(target, align=align)])
+                    builder.store(total, target, align=align)
+        else:
+            for r in range(MR):
+                for slot, col in zip(slots[r], cols):
+                    builder.store(builder.load(slot), vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -109,9 +170,16 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
         # The same sums in the same order for every element, k = 0, 1, ... (without fusing).
         nr = nv * lanes(c.dtype)
         packed_a = a[a_off : a_off + k_len * mr].reshape(k_len, mr)
+        head = SCALE_BYTES * nr if b.dtype == np.int8 else 0
         for q in range(np_):
-            panel = b[b_off + q * b_stride : b_off + q * b_stride + k_len * nr].reshape(k_len, nr)
+            start_b = b_off + q * b_stride
+            panel = b[start_b + head : start_b + head + k_len * nr].reshape(k_len, nr)
+            if b.dtype == np.uint16:
+                panel = (panel.astype(np.uint32) << 16).view(np.float32)
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
+                total = c[start : start + nr] if head == 0 else np.zeros(nr, c.dtype)
                 for k in range(k_len):
-                    c[start : start + nr] += packed_a[k, r] * panel[k]
+                    total += packed_a[k, r] * panel[k].astype(c.dtype)
+                if head:
+                    c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)

@@ -1,11 +1,13 @@
 """The two-thread protocol of a split row: a calling thread runs worker 0, fastgru's partner thread
 (``fastgru._partner``) worker 1, and they talk through a **mailbox**. This module owns the
 mailbox: its layout, every access to it (compiled here, or from Python through the functions at
-the end), posting and taking jobs, sleeping, napping and stopping. Nobody else indexes it.
+the end), posting and taking jobs, sleeping, napping and stopping. Nobody else indexes it. The
+partner runs a job through the C callback it names (``worker_callback``, one per element type of
+the weights): its loop holds no kernel, and a process compiles only the workers its weights need.
 
 The mailbox is an int64 array, 64-byte aligned: the state on a line of its own, the partner's
-flags on another (ASLEEP: it sleeps; NAP: asked to sleep now), then the job (the kernel's
-arguments as addresses, sizes and the clip's bits). States: IDLE (nothing posted), POSTED,
+flags on another (ASLEEP: it sleeps; NAP: asked to sleep now), then the job (worker 1's callback,
+the kernel's arguments as addresses and sizes, and the clip's bits). States: IDLE (nothing posted), POSTED,
 TAKEN (by the partner), FINISHED (by it), STOP (the partner leaves its loop).
 
 A call (``run_pair``) posts its job, runs worker 0, then withdraws the job if the partner has not
@@ -19,14 +21,16 @@ from numba import carray
 
 from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
+from .callbacks import BF16, F32, F64, I8, Callbacks, call_job, weights_key
 from .memory import aligned
 from .split import split_part, split_setup
 
 STATE, ASLEEP, NAP, JOB = 0, 8, 9, 16
 IDLE, POSTED, TAKEN, FINISHED, STOP = 0, 1, 2, 3, 4
-#: The job: the element size, then each array's address and size, then the clip's bits.
+#: The job: the address of the callback that runs its worker 1 (``worker_callback``), then each
+#: array's address and size, then the clip's bits.
 _ARRAYS = "X h0 lengths state_rows att y ho weights call work iwork".split()
-_ITEMSIZE = JOB
+_WORKER = JOB
 _ADDRESS = {name: JOB + 1 + 2 * i for i, name in enumerate(_ARRAYS)}
 _CLIP = JOB + 1 + 2 * len(_ARRAYS)
 SIZE = _CLIP + 1
@@ -39,10 +43,10 @@ def new_mailbox():
 
 
 @kernel()
-def _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
+def _post(mailbox, worker, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
     """Write the job and publish it (the seq_cst store of POSTED makes the fields visible first)."""
     job = mailbox
-    job[_ITEMSIZE] = y.itemsize
+    job[_WORKER] = worker
     job[_X], job[_X + 1], job[_H0], job[_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
     job[_LENGTHS], job[_LENGTHS + 1] = address_of(lengths), lengths.size
     job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
@@ -60,12 +64,13 @@ def _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, 
 
 
 @kernel()
-def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, mailbox):
-    """Worker 0 here, worker 1 posted to the partner through ``mailbox`` (IDLE on entry and on return).
+def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, mailbox, worker):
+    """Worker 0 here, worker 1 posted to the partner through ``mailbox`` (IDLE on entry and on return);
+    ``worker`` the address of the callback that runs worker 1 of these arrays' types (``worker_callback``).
 
     Returns 1 if the partner took the job, else 0 (this thread then ran worker 1's part too)."""
     split_setup(call, h0, state_rows, work, iwork)
-    _post(mailbox, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
+    _post(mailbox, worker, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
     clip_at = y.dtype.type(clip)
     split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 0)
     if atomic_swap(mailbox, STATE, POSTED, IDLE):  # not taken: withdrawn, worker 1's part is ours
@@ -78,10 +83,10 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
 
 
 @kernel()
-def _serve_job(mailbox, like):
-    """Worker 1 of the job in ``mailbox``, whose float arrays have the dtype of ``like``. The arrays get
-    the ranks the kernels are called with (their shapes do not matter: the kernels read them by
-    flat offsets)."""
+def _serve_job(mailbox, like, weights_like):
+    """Worker 1 of the job in ``mailbox``, whose float arrays have the dtype of ``like`` and weights that
+    of ``weights_like``. The arrays get the ranks the kernels are called with (their shapes do not
+    matter: the kernels read them by flat offsets)."""
     ints = mailbox
     y = carray(pointer_to(mailbox[_Y], like), (1, 1, 1, mailbox[_Y + 1]))
     clip_at = y.dtype.type(mailbox.view(np.float64)[_CLIP])
@@ -93,7 +98,7 @@ def _serve_job(mailbox, like):
         carray(pointer_to(mailbox[_ATT], like), (1, mailbox[_ATT + 1])),
         y,
         carray(pointer_to(mailbox[_HO], like), (1, 1, mailbox[_HO + 1])),
-        carray(pointer_to(mailbox[_WEIGHTS], like), (mailbox[_WEIGHTS + 1],)),
+        carray(pointer_to(mailbox[_WEIGHTS], weights_like), (mailbox[_WEIGHTS + 1],)),
         carray(pointer_to(mailbox[_CALL], ints), (mailbox[_CALL + 1],)),
         clip_at,
         carray(pointer_to(mailbox[_WORK], like), (mailbox[_WORK + 1],)),
@@ -108,7 +113,6 @@ def serve(mailbox, spin_cycles):
     in between. Returns, with ASLEEP set, after ``spin_cycles`` cycles without a job or when NAP
     is set; returns when the state is STOP. A job posted as it goes to sleep is not lost: its
     caller withdraws it and runs both workers (``run_pair``)."""
-    f32, f64 = np.empty(0, dtype=np.float32), np.empty(0, dtype=np.float64)
     atomic_store(mailbox, ASLEEP, 0)
     while True:
         start = cycles()
@@ -122,11 +126,37 @@ def serve(mailbox, spin_cycles):
             spin_pause()
             state = atomic_load(mailbox, STATE)
         if atomic_swap(mailbox, STATE, POSTED, TAKEN):
-            if mailbox[_ITEMSIZE] == 4:
-                _serve_job(mailbox, f32)
-            else:
-                _serve_job(mailbox, f64)
+            call_job(mailbox[_WORKER], mailbox)
             atomic_store(mailbox, STATE, FINISHED)
+
+
+# Worker 1's callbacks, one per element type of the weights (``callbacks.py``).
+def _worker_f32(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F32, F32)
+    return 0
+
+
+def _worker_f64(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F64, F64)
+    return 0
+
+
+def _worker_bf16(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F32, BF16)
+    return 0
+
+
+def _worker_i8(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F32, I8)
+    return 0
+
+
+_WORKERS = Callbacks({"f": _worker_f32, "d": _worker_f64, "H": _worker_bf16, "b": _worker_i8})
+
+
+def worker_callback(weights):
+    """The address of the callback that runs worker 1 of a split row on ``weights`` (their type's)."""
+    return _WORKERS.address(weights_key(weights))
 
 
 # ------------------------------------------------------------------ from Python (the partner thread's owner)

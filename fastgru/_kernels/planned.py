@@ -4,16 +4,16 @@ descriptor, the scratch, ...), so that Numba's dispatcher unboxes seven argument
 it looks at and unboxes each one on every call, which at a one-row, one-step call of hidden size 4
 is most of the kernel call's time (benchmarks/tuning.md, "Tuning: the small call").
 
-A job is also how a stack runs its layers (``stack.py``): ``job_callback(path, itemsize)`` is the
-address of a C callback per driver (serial, parallel, split, pair) and compute dtype that runs
-that driver on a job's arrays, compiled once, whoever calls it.
+A job is also how a stack runs its layers (``stack.py``): ``job_callback(path, weights)`` is the
+address of a C callback (``callbacks.py``) per driver (serial, parallel, split, pair) and element
+type of the weights that runs that driver on a job's arrays, compiled once, whoever calls it.
 
 ``planned(signature)`` is run_planned compiled for exactly the argument types of one plan (dtype,
 rank, C layout, writeable, aligned): a call with other types raises TypeError instead of
 compiling, so that Numba's own look at the types, which every call pays, is the plan's check of
 them. run_planned compares the shapes and the sequence lengths with the plan's, writes the
-changing arrays' addresses into the job and calls ``serial_job`` (a C callback compiled once per
-compute dtype, which runs ``rows.run_serial`` on the job's arrays) through its address: each
+changing arrays' addresses into the job and calls the serial driver's callback through its
+address: each
 signature of run_planned is then a small function of its own instead of a copy of the whole
 serial kernel. The job (``_plan.py`` makes it, and keeps every
 array it points to alive; one per plan, and a plan serves one thread):
@@ -31,13 +31,11 @@ sequence_lengths is copied into the job's int64 lengths buffer, as the kernels t
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import carray, types
-from numba.extending import intrinsic
+from numba import carray
 
 from .._config import kernel
-from .._threading import start_pool
 from .atomics import address_of, pointer_to
+from .callbacks import BF16, F32, F64, I8, Callbacks, call_job, weights_key
 from .pair import SIZE as MAILBOX_SIZE
 from .pair import run_pair
 from .rows import run_parallel, run_serial
@@ -45,8 +43,9 @@ from .split import run_split
 
 #: The arrays of a job, each as (address, size) in this order; then S, the clip's bits, the address
 #: of the job's callback (``job_callback``), the shapes of the changing arrays, and what a stack's
-#: layer adds (``stack.py``): the parallel driver's blocks, the pair driver's mailbox address, and
-#: where the layer's state starts in the stack's states (elements).
+#: layer adds (``stack.py``): the parallel driver's blocks, the pair driver's mailbox address,
+#: where the layer's state starts in the stack's states (elements), and the address of the pair
+#: driver's worker 1 (``pair.worker_callback``).
 JOB_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths", "X", "h0", "att", "y", "ho")
 SHAPED = ("X", "h0", "lengths", "att", "y", "ho")
 JOB = {name: 2 * i for i, name in enumerate(JOB_ARRAYS)}
@@ -57,19 +56,19 @@ JOB["shapes"] = JOB["callback"] + 1
 JOB["blocks"] = JOB["shapes"] + 4 * len(SHAPED)
 JOB["mailbox"] = JOB["blocks"] + 1
 JOB["state_offset"] = JOB["mailbox"] + 1
-JOB_SIZE = JOB["state_offset"] + 1
+JOB["worker"] = JOB["state_offset"] + 1
+JOB_SIZE = JOB["worker"] + 1
 _WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
 _STEPS, _CLIP, _CALLBACK, _SHAPES = JOB["steps"], JOB["clip"], JOB["callback"], JOB["shapes"]
-_BLOCKS, _MAILBOX = JOB["blocks"], JOB["mailbox"]
+_BLOCKS, _MAILBOX, _WORKER = JOB["blocks"], JOB["mailbox"], JOB["worker"]
 
-#: Element types for serial_job's views (constants in the compiled code).
-_F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 
 
 @kernel()
-def _arrays(job, like):
-    """The kernels' arguments (``layout.py``) in ``job``, whose float arrays have the dtype of ``like``,
-    with the ranks the kernels are called with (their shapes do not matter: they read by offsets)."""
+def _arrays(job, like, weights_like):
+    """The kernels' arguments (``layout.py``) in ``job``, whose float arrays have the dtype of ``like``
+    and weights that of ``weights_like``, with the ranks the kernels are called with (their shapes
+    do not matter: they read by offsets)."""
     return (
         carray(pointer_to(job[_X], like), (1, 1, job[_X + 1])),
         carray(pointer_to(job[_H0], like), (1, 1, job[_H0 + 1])),
@@ -78,7 +77,7 @@ def _arrays(job, like):
         carray(pointer_to(job[_ATT], like), (1, job[_ATT + 1])),
         carray(pointer_to(job[_Y], like), (1, 1, 1, job[_Y + 1])),
         carray(pointer_to(job[_HO], like), (1, 1, job[_HO + 1])),
-        carray(pointer_to(job[_WEIGHTS], like), (job[_WEIGHTS + 1],)),
+        carray(pointer_to(job[_WEIGHTS], weights_like), (job[_WEIGHTS + 1],)),
         carray(pointer_to(job[_CALL], job), (job[_CALL + 1],)),
         job.view(np.float64)[_CLIP],
         carray(pointer_to(job[_WORK], like), (job[_WORK + 1],)),
@@ -87,114 +86,116 @@ def _arrays(job, like):
 
 
 @kernel()
-def _serial(job, like):
-    run_serial(*_arrays(job, like))
-
-
-@kernel()
-def _parallel(job, like):
-    run_parallel(*_arrays(job, like), job[_BLOCKS])
-
-
-@kernel()
-def _split(job, like):
-    run_split(*_arrays(job, like))
-
-
-@kernel()
-def _pair(job, like):
-    run_pair(*_arrays(job, like), carray(pointer_to(job[_MAILBOX], job), (MAILBOX_SIZE,)))
-
-
-# The C callbacks, one per driver and compute dtype: module-level functions, as Numba's cache keys
-# on a function's name and place (closures made in a loop would share one entry).
-def _serial_f32(job):
-    _serial(carray(job, (JOB_SIZE,)), _F32)
+def _serial(job, like, weights_like):
+    run_serial(*_arrays(job, like, weights_like))
     return 0
+
+
+@kernel()
+def _parallel(job, like, weights_like):
+    run_parallel(*_arrays(job, like, weights_like), job[_BLOCKS])
+    return 0
+
+
+@kernel()
+def _split(job, like, weights_like):
+    run_split(*_arrays(job, like, weights_like))
+    return 0
+
+
+@kernel()
+def _pair(job, like, weights_like):
+    mailbox = carray(pointer_to(job[_MAILBOX], job), (MAILBOX_SIZE,))
+    run_pair(*_arrays(job, like, weights_like), mailbox, job[_WORKER])
+    return 0
+
+
+# The C callbacks, one per driver and element type of the weights (``callbacks.py``).
+def _serial_f32(job):
+    return _serial(carray(job, (JOB_SIZE,)), F32, F32)
 
 
 def _serial_f64(job):
-    _serial(carray(job, (JOB_SIZE,)), _F64)
-    return 0
+    return _serial(carray(job, (JOB_SIZE,)), F64, F64)
+
+
+def _serial_bf16(job):
+    return _serial(carray(job, (JOB_SIZE,)), F32, BF16)
+
+
+def _serial_i8(job):
+    return _serial(carray(job, (JOB_SIZE,)), F32, I8)
 
 
 def _parallel_f32(job):
-    _parallel(carray(job, (JOB_SIZE,)), _F32)
-    return 0
+    return _parallel(carray(job, (JOB_SIZE,)), F32, F32)
 
 
 def _parallel_f64(job):
-    _parallel(carray(job, (JOB_SIZE,)), _F64)
-    return 0
+    return _parallel(carray(job, (JOB_SIZE,)), F64, F64)
+
+
+def _parallel_bf16(job):
+    return _parallel(carray(job, (JOB_SIZE,)), F32, BF16)
+
+
+def _parallel_i8(job):
+    return _parallel(carray(job, (JOB_SIZE,)), F32, I8)
 
 
 def _split_f32(job):
-    _split(carray(job, (JOB_SIZE,)), _F32)
-    return 0
+    return _split(carray(job, (JOB_SIZE,)), F32, F32)
 
 
 def _split_f64(job):
-    _split(carray(job, (JOB_SIZE,)), _F64)
-    return 0
+    return _split(carray(job, (JOB_SIZE,)), F64, F64)
+
+
+def _split_bf16(job):
+    return _split(carray(job, (JOB_SIZE,)), F32, BF16)
+
+
+def _split_i8(job):
+    return _split(carray(job, (JOB_SIZE,)), F32, I8)
 
 
 def _pair_f32(job):
-    _pair(carray(job, (JOB_SIZE,)), _F32)
-    return 0
+    return _pair(carray(job, (JOB_SIZE,)), F32, F32)
 
 
 def _pair_f64(job):
-    _pair(carray(job, (JOB_SIZE,)), _F64)
-    return 0
+    return _pair(carray(job, (JOB_SIZE,)), F64, F64)
 
 
-_JOBS = {
-    ("serial", 4): _serial_f32,
-    ("serial", 8): _serial_f64,
-    ("parallel", 4): _parallel_f32,
-    ("parallel", 8): _parallel_f64,
-    ("split", 4): _split_f32,
-    ("split", 8): _split_f64,
-    ("pair", 4): _pair_f32,
-    ("pair", 8): _pair_f64,
-}
-_JOB_SIGNATURE = types.int64(types.CPointer(types.int64))
-_callbacks = {}
+def _pair_bf16(job):
+    return _pair(carray(job, (JOB_SIZE,)), F32, BF16)
 
 
-def job_callback(path, itemsize):
+def _pair_i8(job):
+    return _pair(carray(job, (JOB_SIZE,)), F32, I8)
+
+
+_JOBS = Callbacks(
+    {
+        (path, key): function
+        for path, functions in (
+            ("serial", (_serial_f32, _serial_f64, _serial_bf16, _serial_i8)),
+            ("parallel", (_parallel_f32, _parallel_f64, _parallel_bf16, _parallel_i8)),
+            ("split", (_split_f32, _split_f64, _split_bf16, _split_i8)),
+            ("pair", (_pair_f32, _pair_f64, _pair_bf16, _pair_i8)),
+        )
+        for key, function in zip("fdHb", functions)
+    },
+    threads={(path, key) for path in ("parallel", "split") for key in "fdHb"},
+)
+
+
+def job_callback(path, weights):
     """The address of a C callback that runs the driver of ``path`` (``_paths.PATHS``) on a job whose
-    floats have ``itemsize`` bytes: compiled (or loaded from the cache) once per process, and a
-    function of its own, so that the kernels that call it (``run_planned``, ``stack.run_stack``) do
-    not each compile a copy of the driver."""
-    key = path, itemsize
-    callback = _callbacks.get(key)
-    if callback is None:
-        if path in ("parallel", "split"):  # code loaded from the cache links to the threading layer's symbols
-            start_pool()
-        callback = _callbacks[key] = kernel(callback=_JOB_SIGNATURE)(_JOBS[key])
-    return callback.address
-
-
-def serial_job(itemsize):
-    """The address of serial_job for floats of ``itemsize`` bytes (compiled, or loaded from the cache,
-    once per process)."""
-    return job_callback("serial", itemsize)
-
-
-@intrinsic
-def call_job(typingctx, address, job):
-    """Call the C function int64(int64*) at ``address`` with the data of the int64 array ``job``."""
-    if not isinstance(address, types.Integer) or not isinstance(job, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        function = ir.FunctionType(ir.IntType(64), [ir.IntType(64).as_pointer()])
-        target = builder.inttoptr(args[0], function.as_pointer())
-        data = context.make_array(signature.args[1])(context, builder, args[1]).data
-        return builder.call(target, [data])
-
-    return types.int64(address, job), codegen
+    weights are ``weights`` (their element type's): compiled (or loaded from the cache) once per
+    process, and a function of its own, so that the kernels that call it (``run_planned``,
+    ``stack.run_stack``) do not each compile a copy of the driver."""
+    return _JOBS.address((path, weights_key(weights)))
 
 
 @kernel()

@@ -10,7 +10,8 @@ from numba.extending import overload
 
 from .._config import JIT_OPTIONS, kernel
 from .._isa import GEOMETRY
-from .memory import load, store
+from .layout import panel_size
+from .memory import load, load_as, store
 from .microkernel import tile_fma
 
 #: The geometry's tiles (rows, panels), largest first; the last has one row. Read when the
@@ -47,7 +48,7 @@ def product(c, c0, ldc, a, a0, rows, panels, base, p0, p1, k_len, nr):
     """C[:rows, (p - p0)*NR ...] += Aᵀ · panel p for panels p0..p1 from ``base`` in ``panels``; C's row
     r at c0 + r*ldc in ``c``, the tile A (k_len, rows) at a0 in ``a``; ``rows`` one of tile_rows'.
     The geometry's tile of ``rows`` rows takes its number of panels at a time, then one."""
-    stride = k_len * nr
+    stride = panel_size(k_len, nr, panels)
     if rows == ROWS_0:
         p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_0, PANELS_0)
         _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_0, 1)
@@ -103,7 +104,7 @@ def project(X, iwork, offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, 
     for i in range(n):
         row = o0 + i * ldc
         for col in range(c0, min(c1, gate_cols)):
-            store(out, row + col, load(weights, bias_at + col))
+            store(out, row + col, load_as(weights, bias_at + col, out))
         for col in range(max(c0, gate_cols), c1):
             store(out, row + col, 0)  # padding: computed, never read
     pack(a, a0, X, iwork, offsets, n, n_inputs)

@@ -56,8 +56,8 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
     nr, ldc = p.nr, p.n * p.nr
     ld2, first = (p.n - p.p2) * p.nr, p.p2 * p.nr  # C2: the panels from P2 on
     hc2 = 2 * n_hidden - first  # where column 2H falls in C2
-    w_base, r_base = w_start(c, d, nr, p.n), r_start(c, d, nr, p.n)
-    bias_at = bias_start(c, d, nr, p.n)
+    w_base, r_base = w_start(c, d, nr, p.n, weights), r_start(c, d, nr, p.n, weights)
+    bias_at = bias_start(c, d, nr, p.n, weights, y.itemsize)
     rbh_at = bias_at + 3 * n_hidden
     rev, lbr, hoist = (c.reverse >> d) & 1, c.lbr, c.hoist
     has_att = att.size > 0

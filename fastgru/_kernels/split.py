@@ -65,8 +65,8 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
             n,
             c.n_inputs,
             weights,
-            w_start(c, 0, p.nr, p.n),
-            bias_start(c, 0, p.nr, p.n),
+            w_start(c, 0, p.nr, p.n, weights),
+            bias_start(c, 0, p.nr, p.n, weights, work.itemsize),
             c.n_hidden,
             work,
             o.xg + t0 * ldc,
@@ -88,8 +88,8 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
     p = panels(n_hidden, work.itemsize)
     nr = p.nr
     xo = o.xg + t * p.n * nr
-    r_base = r_start(c, 0, nr, p.n)
-    rbh_at = bias_start(c, 0, nr, p.n) + 3 * n_hidden
+    r_base = r_start(c, 0, nr, p.n, weights)
+    rbh_at = bias_start(c, 0, nr, p.n, weights, work.itemsize) + 3 * n_hidden
     if phase == 0 and phases(c.lbr, n_hidden, nr) == 1:
         per_gate = n_hidden // nr
         q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2

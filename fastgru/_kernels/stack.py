@@ -14,7 +14,8 @@ layer takes its threads as a call of its op would, and the drivers compile once 
 
 from .._config import kernel
 from .atomics import address_of
-from .planned import JOB, call_job
+from .callbacks import call_job
+from .planned import JOB
 
 _X, _H0, _HO, _Y, _LENGTHS, _STATE_ROWS = (JOB[name] for name in ("X", "h0", "ho", "y", "lengths", "state_rows"))
 _CALLBACK, _OFFSET = JOB["callback"], JOB["state_offset"]

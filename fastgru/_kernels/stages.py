@@ -25,7 +25,7 @@ it is called.
 
 from .._config import kernel
 from .activations import activate, clip
-from .memory import load, store
+from .memory import load, load_as, store
 
 
 @kernel(exact=True, inline=True)
@@ -38,7 +38,7 @@ def begin_gates(w, co, xo, weights, rbh_at, lbr, n_hidden, col0, col1):
         store(w, co + col, load(w, xo + col))
     if lbr:
         for col in range(max(col0, h2), min(col1, h3)):
-            store(w, co + col, load(weights, rbh_at + col - h2))
+            store(w, co + col, load_as(weights, rbh_at + col - h2, w))
         for col in range(max(col0, h3), col1):
             store(w, co + col, 0)
     else:

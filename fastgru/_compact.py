@@ -1,0 +1,134 @@
+"""Compact weights (opt-in, ``weight_dtype=``): W and R stored as bfloat16 or int8, computed in float32.
+
+At batch 1 a GRU reads all of R (and of W, for a short call) at every step, and the step takes as
+long as those bytes take to arrive: storing them in 2 bytes (bfloat16) or 1 byte (int8) instead
+of float32's 4 moves fewer. The kernels widen them in registers (``_kernels/microkernel.tile_fma``)
+and compute everything else as the float32 path does: inputs, states, outputs, the bias and every
+sum stay float32.
+
+- ``"bfloat16"``: each weight rounded to the nearest bfloat16 (ties to even; infinities and NaN
+  kept): |w' - w| <= 2**-9 |w|, or w' = 0 for |w| below bfloat16's smallest normal.
+- ``"int8"``: symmetric, one scale per output row (a row of W or of R, i.e. one gate's unit):
+  s = max|row| / 127, q = round(w / s) in [-127, 127], w' = q·s: |w' - w| <= s / 2. The kernel
+  computes C += s · Σ_k a_k q_k. Weights must be finite.
+
+Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
+elements uint16 (a bfloat16's bits) or int8, an int8 panel headed by its NR columns' float32 scales;
+then the bias (D, 4, H) in float32, at the float32 offset ``layout.bias_start`` gives.
+"""
+
+import numpy as np
+
+from ._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, pack_weights
+from ._kernels.memory import aligned
+from ._kernels.microkernel import SCALE_BYTES
+from ._validate import FastGRUError
+
+#: ``weight_dtype`` values: the element type the kernels read for each.
+FORMATS = {"bfloat16": np.dtype(np.uint16), "int8": np.dtype(np.int8)}
+
+_F32 = np.dtype(np.float32)
+
+
+def check_weight_dtype(op, weight_dtype, dtype):
+    """``weight_dtype`` as a name of FORMATS, or None for the exact weights (the default); ValueError
+    for another value, or for T1 float64 (whose users ask for its precision: compact weights
+    compute in float32)."""
+    if weight_dtype is None:
+        return None
+    name = getattr(weight_dtype, "name", weight_dtype)  # a NumPy or ml_dtypes dtype gives its name
+    if name not in FORMATS:
+        raise FastGRUError(
+            f"{op}: weight_dtype must be None, 'bfloat16' or 'int8'; got {weight_dtype!r}"
+        )
+    if dtype == np.float64:
+        raise FastGRUError(
+            f"{op}: weight_dtype={name!r} computes in float32; the weights are float64 (T1), whose precision it "
+            "would drop: convert them to float32 first, or leave weight_dtype None"
+        )
+    return name
+
+
+def rounded_to_bfloat16(a):
+    """float32 ``a`` rounded to the nearest bfloat16 (ties to even), as float32: the weights a
+    bfloat16 op computes with. NaN stays NaN, infinities stay."""
+    bits = np.ascontiguousarray(a, dtype=_F32).view(np.uint32)
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) & np.uint32(0xFFFF0000)).astype(np.uint32)
+    nan = np.isnan(a)
+    rounded[nan] = (bits[nan] & np.uint32(0xFFFF0000)) | np.uint32(0x00400000)  # quiet, sign kept
+    return rounded.view(_F32)
+
+
+def quantized_int8(op, name, a):
+    """(q, scales) of the float32 matrices ``a`` (..., rows, k): q int8-valued float32 with
+    |q| <= 127 and ``scales`` (..., rows) float32, one per row, with a ≈ q · scale."""
+    a = np.asarray(a, dtype=_F32)
+    if not np.isfinite(a).all():
+        raise FastGRUError(
+            f"{op}: weight_dtype='int8' needs finite weights; {name} has "
+            f"{int((~np.isfinite(a)).sum())} infinite or NaN values"
+        )
+    peak = np.abs(a).max(axis=-1) if a.shape[-1] else np.zeros(a.shape[:-1], _F32)
+    scales = (peak / np.float32(127)).astype(_F32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.where(scales[..., None] > 0, np.rint(a / scales[..., None]), 0)
+    return np.clip(q, -127, 127).astype(_F32), scales
+
+
+def dequantized(op, weight_dtype, W, R):
+    """W' and R' (float32): the weights an op of ``weight_dtype`` computes with."""
+    if weight_dtype == "bfloat16":
+        return rounded_to_bfloat16(W), rounded_to_bfloat16(R)
+    (qw, sw), (qr, sr) = quantized_int8(op, "W", W), quantized_int8(op, "R", R)
+    return qw * sw[..., None], qr * sr[..., None]
+
+
+def pack_compact(op, weight_dtype, W, R, B):
+    """The kernels' weights array of ``weight_dtype`` from float32 W (D, 3H, I), R (D, 3H, H) and B
+    (D, 3H or 4H), 64-byte aligned."""
+    n_dirs, gate_cols, n_inputs = W.shape
+    n_hidden = R.shape[2]
+    nr = PANEL_VECTORS * VECTOR_BYTES // _F32.itemsize
+    n_panels = -(-gate_cols // nr)
+    if weight_dtype == "bfloat16":
+        full = aligned(_float_size(n_dirs, n_inputs, n_hidden, n_panels, nr), _F32)
+        pack_weights(rounded_to_bfloat16(W), rounded_to_bfloat16(R), B, full)
+        panels = n_dirs * n_panels * (n_inputs + n_hidden) * nr
+        out = aligned(_sized(panels * 2, n_dirs * 4 * n_hidden) // 2, FORMATS[weight_dtype])
+        out[:panels] = full[:panels].view(np.uint32) >> 16  # exact: the low halves are zero
+        _bias_view(out, panels * 2)[:] = full[panels:]
+        return out
+    (qw, sw), (qr, sr) = quantized_int8(op, "W", W), quantized_int8(op, "R", R)
+    full = aligned(_float_size(n_dirs, n_inputs, n_hidden, n_panels, nr), _F32)
+    pack_weights(qw, qr, B, full)
+    head = SCALE_BYTES * nr
+    parts, at = [], 0
+    for k_len, scales in ((n_inputs, sw), (n_hidden, sr)):
+        values = full[at : at + n_dirs * n_panels * k_len * nr].reshape(n_dirs, n_panels, k_len * nr)
+        at += values.size
+        padded = np.zeros((n_dirs, n_panels * nr), _F32)
+        padded[:, :gate_cols] = scales
+        part = np.empty((n_dirs, n_panels, head + k_len * nr), np.int8)
+        part[:, :, :head] = padded.reshape(n_dirs, n_panels, nr).view(np.int8)
+        part[:, :, head:] = values.astype(np.int8)
+        parts.append(part.reshape(-1))
+    panels = sum(part.size for part in parts)
+    out = aligned(_sized(panels, n_dirs * 4 * n_hidden), FORMATS[weight_dtype])
+    out[:panels] = np.concatenate(parts)
+    _bias_view(out, panels)[:] = full[at:]
+    return out
+
+
+def _float_size(n_dirs, n_inputs, n_hidden, n_panels, nr):
+    """Elements of float32 weights packed as the exact path packs them."""
+    return n_dirs * n_panels * (n_inputs + n_hidden) * nr + n_dirs * 4 * n_hidden
+
+
+def _sized(panel_bytes, bias_floats):
+    """Bytes of compact weights: the panels, then the float32 bias from the next float32."""
+    return (-(-panel_bytes // 4) + bias_floats) * 4
+
+
+def _bias_view(out, panel_bytes):
+    """The float32 bias of compact weights ``out`` whose panels take ``panel_bytes``."""
+    return out.view(np.uint8)[-(-panel_bytes // 4) * 4 :].view(_F32)
