@@ -38,9 +38,7 @@ def check_weight_dtype(op, weight_dtype, dtype):
         return None
     name = getattr(weight_dtype, "name", weight_dtype)  # a NumPy or ml_dtypes dtype gives its name
     if name not in FORMATS:
-        raise FastGRUError(
-            f"{op}: weight_dtype must be None, 'bfloat16' or 'int8'; got {weight_dtype!r}"
-        )
+        raise FastGRUError(f"{op}: weight_dtype must be None, 'bfloat16' or 'int8'; got {weight_dtype!r}")
     if dtype == np.float64:
         raise FastGRUError(
             f"{op}: weight_dtype={name!r} computes in float32; the weights are float64 (T1), whose precision it "

@@ -127,7 +127,8 @@ def w_start(c, d, nr, n_panels, weights):
 @kernel()
 def r_start(c, d, nr, n_panels, weights):
     """Where direction d's panels of Rᵀ start in the packed weights."""
-    return c.n_dirs * n_panels * panel_size(c.n_inputs, nr, weights) + d * n_panels * panel_size(c.n_hidden, nr, weights)
+    w_panels = c.n_dirs * n_panels * panel_size(c.n_inputs, nr, weights)
+    return w_panels + d * n_panels * panel_size(c.n_hidden, nr, weights)
 
 
 @kernel()

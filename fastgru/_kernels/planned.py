@@ -63,7 +63,6 @@ _STEPS, _CLIP, _CALLBACK, _SHAPES = JOB["steps"], JOB["clip"], JOB["callback"], 
 _BLOCKS, _MAILBOX, _WORKER = JOB["blocks"], JOB["mailbox"], JOB["worker"]
 
 
-
 @kernel()
 def _arrays(job, like, weights_like):
     """The kernels' arguments (``layout.py``) in ``job``, whose float arrays have the dtype of ``like``
