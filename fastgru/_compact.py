@@ -7,10 +7,12 @@ and compute everything else as the float32 path does: inputs, states, outputs, t
 sum stay float32.
 
 - ``"bfloat16"``: each weight rounded to the nearest bfloat16 (ties to even; infinities and NaN
-  kept): |w' - w| <= 2**-9 |w|, or w' = 0 for |w| below bfloat16's smallest normal.
+  kept): |w' - w| <= 2**-8 |w| (8 significant bits), or <= 2**-134 below 2**-126.
 - ``"int8"``: symmetric, one scale per output row (a row of W or of R, i.e. one gate's unit):
-  s = max|row| / 127, q = round(w / s) in [-127, 127], w' = q·s: |w' - w| <= s / 2. The kernel
-  computes C += s · Σ_k a_k q_k. Weights must be finite.
+  s = max|row| / 127 (float32), q = round(w / s) in [-127, 127], w' = q·s:
+  |w' - w| <= s·(1/2 + 2**-16) + 2**-143 (half a step, float32's rounding of w / s, and of a
+  subnormal s); a row whose max|w| is below 127·2**-149 is stored as zeros. The kernel computes
+  C += s · Σ_k a_k q_k. Weights must be finite.
 
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
 elements uint16 (a bfloat16's bits) or int8, an int8 panel headed by its NR columns' float32 scales;

@@ -158,6 +158,11 @@ class Packed:
         fields = {**self._attributes, **strides, "n_rows": n, "seq_length": s, "keep": keep, "hoist": hoist}
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
 
+    def savings(self):
+        """How much less memory the packed weights take than float32's, as words."""
+        floats = packed_size(self.n_dirs, self.n_inputs, self.n_hidden, _F32.itemsize) * _F32.itemsize
+        return f"{floats / self.weights.nbytes:.1f}x less than float32"
+
     def flops(self, n, s):
         """2·N·S·D·3H·(I + H): the floating-point operations of the products."""
         return 6 * n * s * self.n_dirs * self.n_hidden * (self.n_hidden + self.n_inputs)

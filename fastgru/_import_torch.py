@@ -119,7 +119,7 @@ class TorchGRU:
         )
 
 
-def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGRU:
+def from_torch(module_or_state_dict, *, batch_first=None, dtype=None, weight_dtype=None) -> TorchGRU:
     """A ``torch.nn.GRU``, or its state_dict, as a :class:`TorchGRU` running on fastgru's kernels.
 
     Parameters
@@ -134,6 +134,9 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
         The input layout. Default: the module's own, False for a state_dict (torch's default).
     dtype : numpy dtype, optional
         The dtype of the ops (float16, float32, float64 or bfloat16). Default: the weights' dtype.
+    weight_dtype : {None, 'bfloat16', 'int8'}, optional
+        Store W and R compact, read and computed in float32 (see :class:`fastgru.GRUCell`); None
+        (the default): exact.
 
     Returns
     -------
@@ -175,14 +178,14 @@ def from_torch(module_or_state_dict, *, batch_first=None, dtype=None) -> TorchGR
                 f"batch_first={source.batch_first}; leave it out to use the module's"
             )
         batch_first = source.batch_first
-    layers, bidirectional = gru_layers({key: to_numpy(value) for key, value in state.items()}, dtype)
+    layers, bidirectional = gru_layers({key: to_numpy(value) for key, value in state.items()}, dtype, weight_dtype)
     return TorchGRU(layers, batch_first=batch_first, bidirectional=bidirectional)
 
 
-def gru_layers(arrays, dtype=None):
+def gru_layers(arrays, dtype=None, weight_dtype=None):
     """(one prepared GRUSequence per layer, bidirectional) from a GRU's state_dict of NumPy arrays,
     its structure inferred from the keys and every shape checked (errors name the key); ``dtype``:
-    the ops' dtype, by default the weights' one."""
+    the ops' dtype, by default the weights' one; ``weight_dtype``: the ops'."""
     num_layers, bidirectional, bias = _structure(arrays)
     dtype = _common_dtype(arrays, dtype)
     hidden = _hidden_size(arrays["weight_hh_l0"])
@@ -219,21 +222,24 @@ def gru_layers(arrays, dtype=None):
                     np.stack(B),
                     direction="bidirectional" if bidirectional else "forward",
                     linear_before_reset=True,
+                    weight_dtype=weight_dtype,
                 )
             )
     return layers, bidirectional
 
 
-def gru_cell(weight_ih, weight_hh, bias_ih=None, bias_hh=None, dtype=None) -> GRUCell:
+def gru_cell(weight_ih, weight_hh, bias_ih=None, bias_hh=None, dtype=None, weight_dtype=None) -> GRUCell:
     """A ``torch.nn.GRUCell``'s parameters (NumPy arrays; no biases for bias=False) as a prepared
-    GRUCell with linear_before_reset, gate rows z, r, h; ``dtype``: the op's, by default weight_ih's."""
+    GRUCell with linear_before_reset, gate rows z, r, h; ``dtype``: the op's, by default weight_ih's;
+    ``weight_dtype``: the op's."""
     dtype = np.dtype(weight_ih.dtype if dtype is None else dtype)
     hidden = weight_hh.shape[-1]
     if bias_ih is None:
         B = np.zeros(4 * hidden, dtype=dtype)
     else:
         B = fused_bias(_zrh(bias_ih), _zrh(bias_hh), True, dtype)
-    return GRUCell(_zrh(weight_ih).astype(dtype), _zrh(weight_hh).astype(dtype), B, linear_before_reset=True)
+    W, R = _zrh(weight_ih).astype(dtype), _zrh(weight_hh).astype(dtype)
+    return GRUCell(W, R, B, linear_before_reset=True, weight_dtype=weight_dtype)
 
 
 def run_layers(stack, x, h0, lengths, batch_first):

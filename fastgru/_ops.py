@@ -48,19 +48,39 @@ class Described:
         return (
             f"{type(self).__name__}(hidden_size={spec.hidden_size}, input_size={spec.input_size}, "
             f"direction={spec.direction!r}, linear_before_reset={spec.linear_before_reset}, "
-            f"dtype={spec.dtype.name})"
+            f"dtype={spec.dtype.name}{self._weights_repr()})"
         )
+
+    def _weights_repr(self):
+        return ""
 
 
 class _Prepared(Described):
     """Shared per-call logic; subclasses name their inputs."""
 
-    def __init__(self, op, layout, weights, attributes):
+    def __init__(self, op, layout, weights, attributes, weight_dtype=None):
         weights = {name: np.asarray(a) for name, a in weights.items()}
         self.spec = spec = validate(op, layout, weights, attributes)
-        self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"))
+        self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"), weight_dtype)
         #: Each thread's plans (``_plan.py``) by X's shape.
         self._plans = threading.local()
+
+    @property
+    def weight_dtype(self) -> str:
+        """What W and R are stored and read as: the compute dtype's name ('float32', 'float64'), or
+        'bfloat16' or 'int8' when the op was built with ``weight_dtype=``."""
+        return self._packed.weight_dtype
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the op's packed weights (W, R and the bias, in the kernels' layout)."""
+        return self._packed.weights.nbytes
+
+    def _weights_repr(self):
+        packed = self._packed
+        if packed.weight_dtype == packed.compute_dtype.name:
+            return ""
+        return f", weight_dtype={packed.weight_dtype!r}, weights {_kib(packed.weights.nbytes)} ({packed.savings()})"
 
     def _call(self, X, initial_hidden_state, sequence_lengths=None, A=None, out=None):
         plans = self._plans.__dict__
@@ -90,6 +110,10 @@ class _Prepared(Described):
         return results[0] if len(results) == 1 else results
 
 
+def _kib(n_bytes):
+    return f"{n_bytes / 1024:,.1f} KiB"
+
+
 class _Sequence(_Prepared):
     """What the sequence ops add: streams."""
 
@@ -108,6 +132,9 @@ class GRUCell(_Prepared):
 
     Weights and attributes are those of :func:`fastgru.gru_cell`; ``out=`` takes a preallocated
     Ho (batch_size, hidden_size) of the weights' dtype, which may be initial_hidden_state itself.
+    ``weight_dtype='bfloat16'`` or ``'int8'`` stores W and R in 2 or 1 bytes per weight, read and
+    computed in float32 (float32, float16 or bfloat16 ops; docs/semantics.md, "Compact weights":
+    the error bounds); the default, None, keeps them exact.
 
     Examples
     --------
@@ -133,6 +160,7 @@ class GRUCell(_Prepared):
         activations_beta=DEFAULT.activations_beta,
         clip=DEFAULT.clip,
         linear_before_reset=DEFAULT.linear_before_reset,
+        weight_dtype=None,
     ):
         weights = {"W": W, "R": R} if B is None else {"W": W, "R": R, "B": B}
         super().__init__(
@@ -142,6 +170,7 @@ class GRUCell(_Prepared):
             Attributes(
                 hidden_size, "forward", activations, activations_alpha, activations_beta, clip, linear_before_reset
             ),
+            weight_dtype,
         )
 
     def __call__(self, X, initial_hidden_state, *, out=None):
@@ -154,6 +183,7 @@ class GRUSequence(_Sequence):
 
     Weights and attributes are those of :func:`fastgru.gru_sequence`; ``out=`` takes a
     preallocated tuple (Y, Ho) of the weights' dtype.
+    ``weight_dtype`` as :class:`GRUCell`'s.
 
     Examples
     --------
@@ -179,6 +209,7 @@ class GRUSequence(_Sequence):
         activations_beta=DEFAULT.activations_beta,
         clip=DEFAULT.clip,
         linear_before_reset=DEFAULT.linear_before_reset,
+        weight_dtype=None,
     ):
         super().__init__(
             "GRUSequence",
@@ -187,6 +218,7 @@ class GRUSequence(_Sequence):
             Attributes(
                 hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset
             ),
+            weight_dtype,
         )
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
@@ -199,6 +231,7 @@ class AUGRUSequence(_Sequence):
 
     The rank of W picks the layout, as initial_hidden_state does for :func:`fastgru.augru_sequence`:
     W (3*hidden_size, input_size) for the documented one, (1, 3*hidden_size, input_size) for OpenVINO's.
+    ``weight_dtype`` as :class:`GRUCell`'s.
 
     Examples
     --------
@@ -210,10 +243,10 @@ class AUGRUSequence(_Sequence):
     ((2, 5, 4), (2, 4))
     """
 
-    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size):
+    def __init__(self, W, R, B, *, hidden_size=DEFAULT.hidden_size, weight_dtype=None):
         W = np.asarray(W)
         layout = augru_layout("AUGRUSequence", "W", W)
-        super().__init__("AUGRUSequence", layout, {"W": W, "R": R, "B": B}, Attributes(hidden_size))
+        super().__init__("AUGRUSequence", layout, {"W": W, "R": R, "B": B}, Attributes(hidden_size), weight_dtype)
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, A, *, out=None):
         return self._call(X, initial_hidden_state, sequence_lengths, A, out=out)

@@ -26,6 +26,7 @@ import platform
 import threading
 import time
 
+import numpy as np
 from numba import config
 
 from . import _tuning
@@ -46,6 +47,10 @@ def _spin_us(text):
 
 #: Microseconds the partner spins without a job before it sleeps; 0: no partner.
 SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", str(_tuning.SPIN_US)))
+
+
+#: An empty array of float32 weights: the partner's first worker is theirs.
+_FLOAT32_WEIGHTS = np.zeros(0, np.float32)
 
 
 def off_reason():
@@ -158,6 +163,7 @@ class Partner:
         stopped = pair.new_mailbox()
         pair.ask_to_stop(stopped)
         pair.serve(stopped, 0)
+        pair.worker_callback(_FLOAT32_WEIGHTS)  # the common worker now; others when a call first needs them
         self._thread = threading.Thread(target=self._serve, name="fastgru-partner", daemon=True)
         self._thread.start()
 

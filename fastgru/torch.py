@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ._compact import check_weight_dtype
 from ._import_torch import gru_cell, gru_layers, run_layers
 from ._kernels.memory import same_bits
 from ._stack import GRUStack
@@ -152,16 +153,16 @@ def _gru_names(has_biases, num_layers, bidirectional):
     ]
 
 
-def _pack_gru(params, has_biases, num_layers, bidirectional):
+def _pack_gru(params, has_biases, num_layers, bidirectional, weight_dtype):
     """torch.nn.GRU's flat weights as a stack of prepared GRUSequence ops, one per layer."""
     arrays = {name: _weight(name, p) for name, p in zip(_gru_names(has_biases, num_layers, bidirectional), params)}
-    return GRUStack(gru_layers(arrays)[0])
+    return GRUStack(gru_layers(arrays, weight_dtype=weight_dtype)[0])
 
 
-def _pack_cell(params):
+def _pack_cell(params, weight_dtype):
     """A prepared GRUCell from torch.nn.GRUCell's weight_ih, weight_hh (, bias_ih, bias_hh)."""
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    return gru_cell(*(_weight(name, p) for name, p in zip(names, params)))
+    return gru_cell(*(_weight(name, p) for name, p in zip(names, params)), weight_dtype=weight_dtype)
 
 
 def _array(t, dtype):
@@ -215,12 +216,12 @@ def _with_torch_threads(rows, steps, fn, *args):
         request(before)
 
 
-def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first):
+def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first, weight_dtype=None):
     """torch.nn.GRU's computation on fastgru's kernels: the eager path and the custom op's body."""
     stack = _PACKS.get(
         params,
-        ("gru", has_biases, num_layers, bidirectional),
-        lambda ps: _pack_gru(ps, has_biases, num_layers, bidirectional),
+        ("gru", has_biases, num_layers, bidirectional, weight_dtype),
+        lambda ps: _pack_gru(ps, has_biases, num_layers, bidirectional, weight_dtype),
     )
     dtype = input.dtype
     compute = dtype if dtype is _F32 or dtype is _F64 else _F32
@@ -236,9 +237,9 @@ def _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batc
     return output, h_n
 
 
-def _gru_cell(input, hx, params):
+def _gru_cell(input, hx, params, weight_dtype=None):
     """torch.nn.GRUCell's computation on fastgru's kernels: the eager path and the custom op's body."""
-    op = _PACKS.get(params, ("cell",), _pack_cell)
+    op = _PACKS.get(params, ("cell", weight_dtype), lambda ps: _pack_cell(ps, weight_dtype))
     dtype = input.dtype
     compute = dtype if dtype is _F32 or dtype is _F64 else _F32
     x = _array(input, compute)
@@ -257,19 +258,21 @@ def gru_op(
     num_layers: int,
     bidirectional: bool,
     batch_first: bool,
+    weight_dtype: Optional[str] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """``torch.ops.fastgru.gru``: torch.nn.GRU's forward in inference on fastgru's kernels.
 
     input (S, N, I), or (N, S, I) with batch_first; hx (num_layers*D, N, H) or None for zeros;
     lengths (N,) int64 or None (every step): row b runs its first lengths[b] steps, its output is
-    zero past them, as a packed sequence gives; params torch.nn.GRU's flat weights, in its order.
-    Returns (output, h_n) as torch.nn.GRU does, in the input's dtype.
+    zero past them, as a packed sequence gives; params torch.nn.GRU's flat weights, in its order;
+    weight_dtype None, 'bfloat16' or 'int8' (:func:`optimize`). Returns (output, h_n) as
+    torch.nn.GRU does, in the input's dtype.
     """
-    return _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first)
+    return _gru(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first, weight_dtype)
 
 
 @gru_op.register_fake
-def _gru_fake(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first):
+def _gru_fake(input, hx, lengths, params, has_biases, num_layers, bidirectional, batch_first, weight_dtype=None):
     d, hidden = 1 + bidirectional, params[1].shape[1]
     n, s = (input.shape[0], input.shape[1]) if batch_first else (input.shape[1], input.shape[0])
     output = input.new_empty((n, s, d * hidden) if batch_first else (s, n, d * hidden))
@@ -277,17 +280,19 @@ def _gru_fake(input, hx, lengths, params, has_biases, num_layers, bidirectional,
 
 
 @torch.library.custom_op("fastgru::gru_cell", mutates_args=(), device_types="cpu")
-def gru_cell_op(input: torch.Tensor, hx: Optional[torch.Tensor], params: List[torch.Tensor]) -> torch.Tensor:
+def gru_cell_op(
+    input: torch.Tensor, hx: Optional[torch.Tensor], params: List[torch.Tensor], weight_dtype: Optional[str] = None
+) -> torch.Tensor:
     """``torch.ops.fastgru.gru_cell``: torch.nn.GRUCell's forward in inference on fastgru's kernels.
 
     input (N, I); hx (N, H) or None for zeros; params weight_ih, weight_hh and, with bias,
-    bias_ih, bias_hh. Returns h' (N, H) in the input's dtype.
+    bias_ih, bias_hh; weight_dtype as :func:`gru_op`'s. Returns h' (N, H) in the input's dtype.
     """
-    return _gru_cell(input, hx, params)
+    return _gru_cell(input, hx, params, weight_dtype)
 
 
 @gru_cell_op.register_fake
-def _gru_cell_fake(input, hx, params):
+def _gru_cell_fake(input, hx, params, weight_dtype=None):
     return input.new_empty((input.shape[0], params[1].shape[1]))
 
 
@@ -301,9 +306,12 @@ def _traced():
     )
 
 
-def _share(cls, module):
+def _share(cls, module, weight_dtype):
     """A ``cls`` holding ``module``'s Parameters, buffers, hooks and attributes (the same objects),
-    in containers of its own: a change of either module's Parameters is seen by both."""
+    in containers of its own: a change of either module's Parameters is seen by both; fastgru
+    stores its weights as ``weight_dtype`` says (checked here: a bad value fails now, not at the
+    first call)."""
+    check_weight_dtype(f"fastgru.torch.{cls.__name__}", weight_dtype, None)
     new = cls.__new__(cls)
     new.__dict__.update(
         {
@@ -311,6 +319,7 @@ def _share(cls, module):
             for key, value in module.__dict__.items()
         }
     )
+    new.weight_dtype = weight_dtype
     return new
 
 
@@ -366,13 +375,17 @@ class GRU(torch.nn.RNNBase):
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         super().__init__("GRU", *args, **kwargs)
 
+    #: None (exact weights), 'bfloat16' or 'int8': how fastgru stores W and R (:func:`optimize`).
+    weight_dtype = None
+
     @classmethod
-    def from_module(cls, module: torch.nn.GRU) -> "GRU":
+    def from_module(cls, module: torch.nn.GRU, *, weight_dtype: Optional[str] = None) -> "GRU":
         """A :class:`GRU` holding ``module``'s Parameters (shared, not copied), buffers, hooks,
-        attributes and training flag; ``module`` itself is left as it is."""
+        attributes and training flag; ``module`` itself is left as it is. ``weight_dtype``: as
+        :func:`optimize`'s."""
         if not isinstance(module, (torch.nn.GRU, GRU)):
             raise TypeError(f"fastgru.torch.GRU.from_module: got {type(module).__name__}; expected a torch.nn.GRU")
-        return _share(cls, module)
+        return _share(cls, module, weight_dtype)
 
     def repack(self) -> None:
         """Forget the packed weights: the next call packs the Parameters again. Needed only after
@@ -397,6 +410,7 @@ class GRU(torch.nn.RNNBase):
             input = input.unsqueeze(0 if self.batch_first else 1)
             hx = None if hx is None else hx.unsqueeze(1)
         args = (input, hx, None, params, self.bias, self.num_layers, self.bidirectional, self.batch_first)
+        args += (self.weight_dtype,)
         output, h_n = gru_op(*args) if _traced() else _gru(*args)
         if not batched:
             return output.squeeze(0 if self.batch_first else 1), h_n.squeeze(1)
@@ -444,7 +458,7 @@ class GRU(torch.nn.RNNBase):
         padded, lengths = pad_packed_sequence(input, batch_first=True)
         if hx is not None and hx.shape[1] != padded.shape[0]:
             return torch.nn.GRU.forward(self, input, hx)  # torch's own error
-        args = (padded, hx, lengths, params, self.bias, self.num_layers, self.bidirectional, True)
+        args = (padded, hx, lengths, params, self.bias, self.num_layers, self.bidirectional, True, self.weight_dtype)
         output, h_n = gru_op(*args) if _traced() else _gru(*args)
         if input.sorted_indices is not None:
             output, lengths = output.index_select(0, input.sorted_indices), lengths[input.sorted_indices]
@@ -474,15 +488,18 @@ class GRUCell(torch.nn.GRUCell):
     torch.Size([3, 16])
     """
 
+    #: As :attr:`GRU.weight_dtype`.
+    weight_dtype = None
+
     @classmethod
-    def from_module(cls, module: torch.nn.GRUCell) -> "GRUCell":
+    def from_module(cls, module: torch.nn.GRUCell, *, weight_dtype: Optional[str] = None) -> "GRUCell":
         """A :class:`GRUCell` holding ``module``'s Parameters (shared, not copied), buffers, hooks
-        and training flag; ``module`` itself is left as it is."""
+        and training flag; ``module`` itself is left as it is. ``weight_dtype``: as :func:`optimize`'s."""
         if not isinstance(module, torch.nn.GRUCell):
             raise TypeError(
                 f"fastgru.torch.GRUCell.from_module: got {type(module).__name__}; expected a torch.nn.GRUCell"
             )
-        return _share(cls, module)
+        return _share(cls, module, weight_dtype)
 
     def _params(self):
         if self.bias:
@@ -507,7 +524,8 @@ class GRUCell(torch.nn.GRUCell):
         if not batched:
             input = input.unsqueeze(0)
             hx = None if hx is None else hx.unsqueeze(0)
-        h_new = gru_cell_op(input, hx, params) if _traced() else _gru_cell(input, hx, params)
+        args = (input, hx, params, self.weight_dtype)
+        h_new = gru_cell_op(*args) if _traced() else _gru_cell(*args)
         return h_new if batched else h_new.squeeze(0)
 
     def _fast(self, input, hx, params):
@@ -525,7 +543,7 @@ class GRUCell(torch.nn.GRUCell):
         return hx.dtype is dtype and hx.is_cpu and tuple(hx.shape) == expected
 
 
-def optimize(model: torch.nn.Module, *, inplace: bool = False) -> torch.nn.Module:
+def optimize(model: torch.nn.Module, *, inplace: bool = False, weight_dtype: Optional[str] = None) -> torch.nn.Module:
     """``model`` with every ``torch.nn.GRU`` and ``torch.nn.GRUCell`` replaced by :class:`GRU` and
     :class:`GRUCell`, which run inference on fastgru's kernels.
 
@@ -539,6 +557,11 @@ def optimize(model: torch.nn.Module, *, inplace: bool = False) -> torch.nn.Modul
         Parameters; ``model`` is unchanged. True: ``model``'s GRUs are replaced in it, by modules
         holding the same Parameter objects (an optimizer over them, or later edits, still apply),
         and ``model`` is returned (or the new module when ``model`` is itself a GRU or GRUCell).
+    weight_dtype : {None, 'bfloat16', 'int8'}
+        How fastgru stores W and R: None (default) exact; 'bfloat16' or 'int8' (symmetric, one
+        scale per row of each weight matrix), read and computed in float32, for float32, float16
+        and bfloat16 Parameters (docs/semantics.md, "Compact weights": the error bounds). int8
+        here is dynamic int8 GRU inference without ``torch.ao.quantization``.
 
     Returns
     -------
@@ -557,34 +580,38 @@ def optimize(model: torch.nn.Module, *, inplace: bool = False) -> torch.nn.Modul
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"fastgru.torch.optimize: got {type(model).__name__}; expected a torch.nn.Module")
+    check_weight_dtype("fastgru.torch.optimize", weight_dtype, None)
     if not inplace:
         model = copy.deepcopy(model)
     done = {}
-    top = _replacement(model, done)
+    top = _replacement(model, done, weight_dtype)
     if top is not None:
         return top
-    _swap(model, done, set())
+    _swap(model, done, set(), weight_dtype)
     return model
 
 
-def _replacement(module, done):
+def _replacement(module, done, weight_dtype):
     """fastgru's module for a torch.nn.GRU or GRUCell (one per module object), else None."""
     kind = {torch.nn.GRU: GRU, torch.nn.GRUCell: GRUCell}.get(type(module))
     if kind is None:
         return None
     if id(module) not in done:
-        done[id(module)] = (module, kind.from_module(module))  # the module kept alive: its id stays its own
+        done[id(module)] = (
+            module,
+            kind.from_module(module, weight_dtype=weight_dtype),
+        )  # the module kept alive: its id stays its own
     return done[id(module)][1]
 
 
-def _swap(module, done, seen):
+def _swap(module, done, seen, weight_dtype):
     """Replace the GRUs and GRUCells among ``module``'s descendants, each module visited once."""
     seen.add(id(module))
     for name, child in list(module._modules.items()):
         if child is None:
             continue
-        new = _replacement(child, done)
+        new = _replacement(child, done, weight_dtype)
         if new is not None:
             setattr(module, name, new)
         elif id(child) not in seen:
-            _swap(child, done, seen)
+            _swap(child, done, seen, weight_dtype)

@@ -1,0 +1,289 @@
+"""Compact weights (``weight_dtype='bfloat16'`` or ``'int8'``): every op, path and attribute against
+the NumPy reference run on the weights the op computes with; the same bits on every path; the
+stated error bounds, per weight (over the whole float32 domain for bfloat16) and per step; the
+default unchanged; bad values refused with clear errors."""
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import assert_close, expected_kernel, reach
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastgru
+from fastgru import _partner, reference
+from fastgru._compact import dequantized, quantized_int8, rounded_to_bfloat16
+
+FORMATS = ("bfloat16", "int8")
+PATHS = [("serial", True), ("serial", False), ("parallel", True), ("split", True), ("pair", True)]
+
+
+def _weights(rng, d, h, i, lbr, scale=None):
+    scale = 1 / np.sqrt(h) if scale is None else scale
+    return (
+        rng.uniform(-scale, scale, (d, 3 * h, i)).astype(np.float32),
+        rng.uniform(-scale, scale, (d, 3 * h, h)).astype(np.float32),
+        rng.uniform(-scale, scale, (d, (4 if lbr else 3) * h)).astype(np.float32),
+    )
+
+
+def _on_weights_of(op, W, R):
+    """W' and R' that a compact op computes with, in W's and R's shapes."""
+    Wq, Rq = dequantized("test", op.weight_dtype, W.reshape(-1, *W.shape[-2:]), R.reshape(-1, *R.shape[-2:]))
+    return Wq.reshape(W.shape), Rq.reshape(R.shape)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    "direction, lbr, clip, t1",
+    [
+        ("forward", False, 0.0, np.float32),
+        ("reverse", True, 0.7, np.float32),
+        ("bidirectional", False, 0.0, np.float32),
+        ("bidirectional", True, 0.0, np.float16),
+    ],
+)
+def test_sequences_match_the_reference_on_their_weights(fmt, direction, lbr, clip, t1):
+    rng = np.random.default_rng(1)
+    d, n, s, i, h = 1 + (direction == "bidirectional"), 5, 7, 6, 37
+    W, R, B = _weights(rng, d, h, i, lbr)
+    attrs = {"direction": direction, "linear_before_reset": lbr, "clip": clip}
+    op = fastgru.GRUSequence(W.astype(t1), R.astype(t1), B.astype(t1), **attrs, weight_dtype=fmt)
+    X, h0 = rng.standard_normal((n, s, i)).astype(t1), rng.standard_normal((n, d, h)).astype(t1)
+    lengths = np.array([7, 0, 3, 7, 1])
+    f32 = [a.astype(t1).astype(np.float32) for a in (W, R, B, X, h0)]  # what the op sees, computed in float32
+    Wq, Rq = _on_weights_of(op, *f32[:2])
+    want = reference.gru_sequence(f32[3], f32[4], lengths, Wq, Rq, f32[2], **attrs)
+    want = tuple(w.astype(t1) for w in want)  # rounded once, as the op rounds its float32 results
+    assert_close(op(X, h0, lengths), want, what=f"{fmt} {direction} lbr={lbr}")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("lbr", [False, True])
+def test_cells_and_augru_match_the_reference_on_their_weights(fmt, lbr):
+    rng = np.random.default_rng(2)
+    n, i, h = 4, 9, 24
+    W, R, B = _weights(rng, 1, h, i, lbr)
+    cell = fastgru.GRUCell(W[0], R[0], B[0], linear_before_reset=lbr, weight_dtype=fmt)
+    Wq, Rq = _on_weights_of(cell, W[0], R[0])
+    X, H = rng.standard_normal((n, i)).astype(np.float32), rng.standard_normal((n, h)).astype(np.float32)
+    assert_close(cell(X, H), reference.gru_cell(X, H, Wq, Rq, B[0], linear_before_reset=lbr), what="cell")
+    if not lbr:
+        augru = fastgru.AUGRUSequence(W[0], R[0], B[0], weight_dtype=fmt)
+        Xs, A = rng.standard_normal((n, 5, i)).astype(np.float32), rng.uniform(0, 1, (n, 5, 1)).astype(np.float32)
+        lengths = np.array([5, 2, 0, 4])
+        want = reference.augru_sequence(Xs, H, lengths, Wq, Rq, B[0], A)
+        assert_close(augru(Xs, H, lengths, A), want, what="augru")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("n, h, lbr", [(1, 70, False), (1, 64, True), (9, 33, True)])
+def test_every_path_gives_the_same_bits(monkeypatch, kernels_run, fmt, n, h, lbr):
+    rng = np.random.default_rng(n + h)
+    W, R, B = _weights(rng, 1, h, 5, lbr)
+    op = fastgru.GRUSequence(W, R, B, linear_before_reset=lbr, weight_dtype=fmt)
+    X, h0 = rng.standard_normal((n, 6, 5)).astype(np.float32), rng.standard_normal((n, 1, h)).astype(np.float32)
+    lengths = rng.integers(0, 7, n) if n > 1 else np.array([6])
+    results = {}
+    for path, hoist in PATHS:
+        if path == "pair" and not _partner.PARTNER.enabled:
+            continue
+        with monkeypatch.context() as patch:
+            reach(patch, path, hoist)
+            kernels_run.clear()
+            results[f"{path}-{hoist}"] = op(X, h0, lengths)
+        assert [name.rstrip("+") for name in kernels_run] == [expected_kernel(path, n == 1)]
+    for (a_name, a), (b_name, b) in itertools.pairwise(results.items()):
+        for got, want in zip(a, b, strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=f"{a_name} vs {b_name}")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_plans_streams_pools_and_stacks_give_the_bits_of_a_call(fmt):
+    rng = np.random.default_rng(4)
+    h, i, s = 20, 6, 8
+    ops = [
+        fastgru.GRUSequence(*_weights(rng, 1, h, i if k == 0 else h, True), linear_before_reset=True, weight_dtype=fmt)
+        for k in range(2)
+    ]
+    X, h0 = rng.standard_normal((1, s, i)).astype(np.float32), np.zeros((1, 1, h), np.float32)
+    want = ops[0](X, h0, [s])
+    for _ in range(3):  # the plan's calls
+        for got, w in zip(ops[0](X, h0, [s]), want, strict=True):
+            np.testing.assert_array_equal(got, w)
+    stream = ops[0].stream(h0)
+    chunks = [stream(X[:, :3]), stream(X[:, 3:])]
+    np.testing.assert_array_equal(np.concatenate(chunks, axis=2), want[0])
+    pool = fastgru.StatePool(ops[0], capacity=2)
+    stream_id = pool.open()
+    for t in range(s):
+        pool.step([stream_id], X[:, t : t + 1])
+    np.testing.assert_array_equal(pool.state(stream_id).reshape(-1), want[1].reshape(-1))
+    stack = fastgru.GRUStack(ops)
+    layer_1 = ops[1](want[0][:, 0], h0, [s])
+    Y, Ho = stack(X, np.zeros((1, 2 * h), np.float32), [s])
+    np.testing.assert_array_equal(Y, layer_1[0])
+    np.testing.assert_array_equal(Ho[:, h:], layer_1[1][:, 0])
+
+
+def test_bfloat16_rounding_over_every_float32_high_half():
+    """Every bfloat16 (the high half of a float32) with low halves around the rounding point: ties
+    to even, |w' - w| <= 2**-8 |w| for normal w (else 2**-134), infinities and NaN kept, overflow only past
+    bfloat16's largest finite value plus half its unit."""
+    high = np.arange(1 << 16, dtype=np.uint32) << 16
+    for low in (0, 1, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFF):
+        w = (high | np.uint32(low)).view(np.float32)
+        got = rounded_to_bfloat16(w)
+        assert not (got.view(np.uint32) & 0xFFFF).any()
+        nan = np.isnan(w)
+        assert np.isnan(got[nan]).all() and not np.isnan(got[~nan]).any()
+        finite = np.isfinite(w)
+        w64, g64 = w[finite].astype(np.float64), got[finite].astype(np.float64)
+        normal = np.abs(w64) >= 2.0**-126
+        with np.errstate(invalid="ignore"):
+            err = np.abs(g64 - w64)
+        assert (err[normal & np.isfinite(g64)] <= 2.0**-8 * np.abs(w64[normal & np.isfinite(g64)])).all()
+        overflow = ~np.isfinite(g64)
+        assert (np.abs(w64[overflow]) >= 3.3961775292304e38).all()  # (2 - 2**-8) * 2**127
+        assert (np.abs(g64[~normal]) <= 2.0**-126).all() and (err[~normal] <= 2.0**-134).all()
+        if low == 0x8000:  # ties: to the even one of the two neighbours
+            assert not ((got.view(np.uint32)[finite] >> 16) & 1).any()
+        assert (got[np.isinf(w)] == w[np.isinf(w)]).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    k=st.integers(1, 40),
+    exponent=st.integers(-140, 120),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_int8_rounding_error_is_half_a_scale(rows, k, exponent, seed):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((rows, k)) * 2.0**exponent).astype(np.float32)
+    w[rng.uniform(size=w.shape) < 0.1] = 0
+    q, scales = quantized_int8("test", "W", w)
+    assert (np.abs(q) <= 127).all() and (q == np.rint(q)).all()
+    err = np.abs(q.astype(np.float64) * scales[:, None] - w.astype(np.float64))
+    peak = np.abs(w.astype(np.float64)).max(axis=1)
+    # s/2, float32's rounding of w/s, and of a subnormal s (127 times its half unit, 2**-150)
+    bound = np.where(scales > 0, scales * (0.5 + 2.0**-16) + 2.0**-143, peak)  # s == 0: stored as zeros
+    assert (err <= bound[:, None]).all()
+    assert (peak[scales == 0] <= 127 * 2.0**-149).all()
+
+
+def _step_bound(x, H, W, R, B, Wq, Rq, lbr):
+    """The stated bound of |H' - H'_exact| for one step with sigmoid and tanh (Lipschitz 1/4 and 1),
+    from the weight errors |W' - W| and |R' - R| (float64; the units of the step in the last axis)."""
+    h = H.shape[-1]
+    dW, dR = np.abs(Wq - W), np.abs(Rq - R)
+    ax, aH = np.abs(x), np.abs(H)
+    pre = x @ W.T + B[: 3 * h]
+    rec = H @ R.T
+    z = 1 / (1 + np.exp(-(pre[:h] + rec[:h])))
+    r = 1 / (1 + np.exp(-(pre[h : 2 * h] + rec[h : 2 * h])))
+    e_zr = ax @ dW[: 2 * h].T + aH @ dR[: 2 * h].T
+    dz, dr = e_zr[:h] / 4, e_zr[h:] / 4
+    if lbr:
+        rbh = B[3 * h :]
+        hh = H @ R[2 * h :].T + rbh
+        d_pre = ax @ dW[2 * h :].T + r * (aH @ dR[2 * h :].T) + dr * (np.abs(hh) + aH @ dR[2 * h :].T)
+        cand = np.tanh(pre[2 * h :] + r * hh)
+    else:
+        rh = r * H
+        d_pre = ax @ dW[2 * h :].T + (dr * aH) @ (np.abs(R[2 * h :]) + dR[2 * h :]).T + np.abs(rh) @ dR[2 * h :].T
+        cand = np.tanh(pre[2 * h :] + rh @ R[2 * h :].T)
+    exact = (1 - z) * cand + z * H
+    return dz * np.abs(H - cand) + (1 - z + dz) * d_pre, exact
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    fmt=st.sampled_from(FORMATS),
+    lbr=st.booleans(),
+    h=st.integers(1, 48),
+    i=st.integers(1, 40),
+    scale=st.sampled_from([0.05, 0.3, 1.0, 3.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_one_step_stays_within_the_stated_bound(fmt, lbr, h, i, scale, seed):
+    """|H' - H'_exact| <= the weight errors' bound (``_step_bound``) + float32's own tolerance, on
+    random weights of every scale, against float64 with the exact weights."""
+    rng = np.random.default_rng(seed)
+    W, R, B = (a[0] for a in _weights(rng, 1, h, i, lbr, scale))
+    x, H = rng.standard_normal((3, i)).astype(np.float32), rng.standard_normal((3, h)).astype(np.float32)
+    cell = fastgru.GRUCell(W, R, B, linear_before_reset=lbr, weight_dtype=fmt)
+    Wq, Rq = _on_weights_of(cell, W, R)
+    got = cell(x, H).astype(np.float64)
+    for b in range(3):
+        bound, exact = _step_bound(*(a.astype(np.float64) for a in (x[b], H[b], W, R, B, Wq, Rq)), lbr)
+        assert (np.abs(got[b] - exact) <= bound + 2e-6 + 1e-5 * np.abs(exact)).all()
+
+
+@pytest.mark.parametrize("fmt, limit", [("bfloat16", 1e-2), ("int8", 4e-2)])
+def test_a_hundred_steps_on_torch_initialised_weights(fmt, limit):
+    """The contract's 100-step figure: torch's initialisation (uniform ±1/sqrt(H)), N(0, 1) inputs,
+    batch 4, max |Ho - exact| against float64 on the exact weights."""
+    rng = np.random.default_rng(7)
+    h, i, s = 256, 256, 100
+    W, R, B = _weights(rng, 1, h, i, True)
+    op = fastgru.GRUSequence(W, R, B, linear_before_reset=True, weight_dtype=fmt)
+    X, h0 = rng.standard_normal((4, s, i)).astype(np.float32), np.zeros((4, 1, h), np.float32)
+    lengths = np.full(4, s)
+    _, Ho = op(X, h0, lengths)
+    _, exact = reference.gru_sequence(
+        X.astype(np.float64), h0.astype(np.float64), lengths, W.astype(np.float64), R.astype(np.float64),
+        B.astype(np.float64), linear_before_reset=True,
+    )  # fmt: skip
+    error = np.abs(Ho - exact).max()
+    assert 0 < error <= limit
+
+
+def test_the_default_is_exact_and_says_so():
+    rng = np.random.default_rng(5)
+    W, R, B = _weights(rng, 1, 16, 8, False)
+    plain, explicit = fastgru.GRUSequence(W, R, B), fastgru.GRUSequence(W, R, B, weight_dtype=None)
+    X, h0 = rng.standard_normal((2, 4, 8)).astype(np.float32), np.zeros((2, 1, 16), np.float32)
+    for a, b in zip(plain(X, h0, [4, 4]), explicit(X, h0, [4, 4]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert plain.weight_dtype == "float32" and "weight_dtype" not in repr(plain)
+
+
+@pytest.mark.parametrize("fmt, factor", [("bfloat16", 2), ("int8", 4)])
+def test_compact_weights_take_fewer_bytes_and_say_so(fmt, factor):
+    rng = np.random.default_rng(6)
+    W, R, B = _weights(rng, 1, 256, 256, True)
+    exact = fastgru.GRUSequence(W, R, B, linear_before_reset=True)
+    op = fastgru.GRUSequence(W, R, B, linear_before_reset=True, weight_dtype=fmt)
+    assert op.weight_dtype == fmt
+    assert exact.weight_bytes / op.weight_bytes == pytest.approx(factor, rel=0.05)
+    assert f"weight_dtype={fmt!r}" in repr(op) and "less than float32" in repr(op)
+    before = [a.copy() for a in (W, R, B)]
+    fastgru.GRUSequence(W, R, B, linear_before_reset=True, weight_dtype=fmt)
+    for a, b in zip((W, R, B), before, strict=True):  # the caller's arrays are only read
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "weight_dtype, message",
+    [
+        ("float16", "weight_dtype must be None, 'bfloat16' or 'int8'; got 'float16'"),
+        (8, "weight_dtype must be None, 'bfloat16' or 'int8'; got 8"),
+    ],
+)
+def test_bad_weight_dtypes_are_refused(weight_dtype, message):
+    W, R, B = _weights(np.random.default_rng(0), 1, 4, 3, False)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        fastgru.GRUSequence(W, R, B, weight_dtype=weight_dtype)
+
+
+def test_float64_and_non_finite_int8_weights_are_refused():
+    W, R, B = _weights(np.random.default_rng(0), 1, 4, 3, False)
+    with pytest.raises(ValueError, match="weight_dtype='bfloat16' computes in float32; the weights are float64"):
+        fastgru.GRUCell(W[0].astype(np.float64), R[0].astype(np.float64), weight_dtype="bfloat16")
+    R[0, 5, 1] = np.nan
+    with pytest.raises(ValueError, match="weight_dtype='int8' needs finite weights; R has 1 infinite or NaN"):
+        fastgru.GRUSequence(W, R, B, weight_dtype="int8")
+    op = fastgru.GRUSequence(W, R, B, weight_dtype="bfloat16")  # bfloat16 keeps NaN, as float32 does
+    assert np.isnan(op(np.ones((1, 2, 3), np.float32), np.zeros((1, 1, 4), np.float32), [2])[1]).any()
