@@ -354,3 +354,140 @@ IMPLS = {
 }
 #: The peers, each variant a row of its own; the report's ratio is against the fastest of them.
 PEERS = ("openvino", "onnxruntime", "onnxruntime_run", "torch")
+
+
+# ------------------------------------------------- reduced precision (benchmarks/weight_dtypes.py)
+
+
+def case_of(shape, X, H0, W, R, B, A=None, lengths=None):
+    """A ``Case`` of ``shape`` holding the given float32 arrays instead of ``shape.draw``'s (OpenVINO's
+    sequence layout whatever the op: X (N, S, I), H0 (N, D, H), W (D, 3H, I), R (D, 3H, H), B (D, 3H
+    or 4H), A (N, S, 1); the cell's S and D are 1); lengths default to S for every row."""
+    case = Case.__new__(Case)
+    case.shape = shape
+    case.X, case.H0, case.W, case.R, case.B = (np.ascontiguousarray(a, np.float32) for a in (X, H0, W, R, B))
+    case.A = None if A is None else np.ascontiguousarray(A, np.float32)
+    n, s = case.X.shape[0], case.X.shape[1]
+    case.lengths = np.full(n, s, np.int32) if lengths is None else np.asarray(lengths, np.int32)
+    return case
+
+
+def openvino_compiled(case, config):
+    """``openvino_cpu``'s one-op model of ``case`` (weights and sequence_lengths as Constants, one
+    infer request reused, inputs shared) compiled with ``config`` instead of the f32 hint
+    (INFERENCE_NUM_THREADS is THREADS unless config sets it): ``(run, result, precision)``, with
+    ``precision`` the compiled model's INFERENCE_PRECISION_HINT, the precision OpenVINO chose (e.g.
+    "f32"; "bf16" only on CPUs with AVX512_BF16 or AMX)."""
+    try:
+        import openvino as ov
+        from openvino import opset15 as ops
+    except ImportError as exc:
+        raise Unavailable("openvino is not installed") from exc
+    c, shape = case, case.shape
+    config = {"INFERENCE_NUM_THREADS": THREADS, **config}
+    if shape.op == "augru_sequence":
+        try:
+            import openvino_oracle  # tests/openvino_oracle.py: an IR of OpenVINO's internal AUGRUSequence
+        except ImportError as exc:
+            raise Unavailable("tests/openvino_oracle.py is not importable") from exc
+        xml, blob = openvino_oracle.augru_ir(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
+        ov_core = openvino_oracle.augru_core()
+        model = ov_core.read_model(model=xml, weights=ov.Tensor(np.frombuffer(blob, dtype=np.uint8).copy()))
+        inputs = [c.X, c.H0, c.A]
+    elif shape.op == "gru_cell":
+        ov_core = ov.Core()
+        x = ops.parameter([shape.batch, shape.inputs], np.float32)
+        h = ops.parameter([shape.batch, shape.hidden], np.float32)
+        node = ops.gru_cell(
+            x,
+            h,
+            ops.constant(c.W[0]),
+            ops.constant(c.R[0]),
+            ops.constant(c.B[0]),
+            shape.hidden,
+            linear_before_reset=shape.lbr,
+        )
+        model = ov.Model(node.outputs(), [x, h])
+        inputs = [np.ascontiguousarray(c.X[:, 0]), np.ascontiguousarray(c.H0[:, 0])]
+    else:
+        ov_core = ov.Core()
+        x = ops.parameter(list(c.X.shape), np.float32)
+        h = ops.parameter(list(c.H0.shape), np.float32)
+        node = ops.gru_sequence(
+            x,
+            h,
+            ops.constant(c.lengths),
+            ops.constant(c.W),
+            ops.constant(c.R),
+            ops.constant(c.B),
+            shape.hidden,
+            shape.direction,
+            linear_before_reset=shape.lbr,
+        )
+        model = ov.Model(node.outputs(), [x, h])
+        inputs = [c.X, c.H0]
+    compiled = ov_core.compile_model(model, "CPU", config)
+    chosen = compiled.get_property("INFERENCE_PRECISION_HINT")  # an openvino.Type
+    precision = chosen.get_type_name() if hasattr(chosen, "get_type_name") else str(chosen)
+    request = compiled.create_infer_request()
+
+    def run():
+        return request.infer(inputs, share_inputs=True, share_outputs=True)
+
+    def result():
+        outputs = run()
+        return tuple(np.array(outputs[i]) for i in range(len(outputs)))
+
+    return run, result, precision
+
+
+def torch_gru_module(case):
+    """``(module, x, h0)``: a ``torch.nn.GRU`` (batch_first, eval mode) holding ``case``'s weights
+    (OpenVINO's gate rows z, r, h and fused biases as torch's r, z, n, b_ih and b_hh, as ``torch_gru``
+    loads them), and case's X and H0 as torch tensors of its layout. Forward, linear_before_reset only."""
+    c, shape = case, case.shape
+    if not shape.lbr or shape.op == "augru_sequence" or shape.direction != "forward":
+        raise Unavailable("torch computes forward GRUs with linear_before_reset=True only")
+    try:
+        import torch
+    except ImportError as exc:
+        raise Unavailable("torch is not installed") from exc
+    h = shape.hidden
+
+    def rzh(m):  # OpenVINO's rows z, r, h -> torch's r, z, n
+        return np.concatenate([m[h : 2 * h], m[:h], m[2 * h : 3 * h]])
+
+    module = torch.nn.GRU(shape.inputs, h, batch_first=True).eval()
+    values = {
+        "weight_ih_l0": rzh(c.W[0]),
+        "weight_hh_l0": rzh(c.R[0]),
+        "bias_ih_l0": rzh(c.B[0, : 3 * h]),  # [Bz, Br, Wbh] reordered; Rbh alone goes in b_hh
+        "bias_hh_l0": np.concatenate([np.zeros(2 * h, np.float32), c.B[0, 3 * h :]]),
+    }
+    with torch.no_grad():
+        for name, value in values.items():
+            getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    x = torch.from_numpy(np.ascontiguousarray(c.X))
+    h0 = torch.from_numpy(np.ascontiguousarray(c.H0.transpose(1, 0, 2)))
+    return module, x, h0
+
+
+def torch_dynamic_int8(module):
+    """``(quantized, warnings)``: ``torch.ao.quantization.quantize_dynamic`` of a ``torch.nn.GRU``
+    with ``{nn.GRU}`` and qint8 (weights int8 per tensor, activations quantized to 8 bits per call:
+    not exact), and the messages of the warnings it raised (its deprecation), which are not shown.
+
+    quantize_dynamic swaps only a module's children: an nn.GRU passed itself comes back unchanged, a
+    float GRU. It is therefore quantized inside a container, and the swap checked."""
+    import warnings
+
+    import torch
+
+    holder = torch.nn.Sequential(module)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quantized = torch.ao.quantization.quantize_dynamic(holder, {torch.nn.GRU}, dtype=torch.qint8)[0]
+    if type(quantized) is type(module):
+        raise Unavailable("quantize_dynamic left the torch.nn.GRU unquantized")
+    messages = sorted({f"{w.category.__name__}: {str(w.message).strip().splitlines()[0].strip()}" for w in caught})
+    return quantized.eval(), messages
