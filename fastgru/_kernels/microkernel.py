@@ -32,6 +32,15 @@ def lanes(dtype):
 SCALE_BYTES = 4
 
 
+def bf16_pairs(bits, nr):
+    """bfloat16 panels (uint16, rows of NR columns in order) in ``tile_fma``'s order: in each pair of
+    vectors, the 32-bit words interleave the first vector's columns (low halves, little-endian) with
+    the second's. NumPy; ``bits`` of any shape whose last axis holds whole panel rows."""
+    lanes_ = VECTOR_BYTES // 4
+    shape = bits.shape
+    return bits.reshape(-1, nr // (2 * lanes_), 2, lanes_).transpose(0, 1, 3, 2).reshape(shape)
+
+
 def weight_format(b_dtype, c_dtype):
     """The panels' format from their element type (a Numba type): 'exact' when it is C's, 'bfloat16'
     for uint16 (a bfloat16's bits), 'int8' for int8."""
@@ -55,7 +64,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     b : 1-D array; packed panels, element (k, v*L + l) of panel q at b_off + q*b_stride + k*NR + v*L + l,
         with NR = NV*L the panel width. Three formats, by b's element type:
         C's: the weights themselves;
-        uint16: bfloat16 bits, widened to C's float32 in registers (a shift: exact);
+        uint16: bfloat16 bits, two vectors' in one (``BF16_PAIRS``): the 32-bit word l of vectors
+        (2u, 2u + 1) holds column 2u·L + l in its low half and (2u + 1)·L + l in its high half, and
+        one load, a shift and a mask make the two float32 vectors (exact);
         int8: the panel starts with NR float32 scales (SCALE_BYTES each), its weights follow at
         b_off + q*b_stride + SCALE_BYTES*NR, and C[r, col] += scale[col] * sum_k A[k, r] * B[k, col]
         (the sum from zero, then one fused multiply-add).
@@ -64,7 +75,7 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
         return None
     fmt = weight_format(b.dtype, c.dtype)
-    if fmt is None:
+    if fmt is None or (fmt == "bfloat16" and nv.literal_value % 2):
         return None
     MR, NP, NV = mr.literal_value, np_.literal_value, nv.literal_value
     sig = types.void(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv)
@@ -98,12 +109,13 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
                 return builder.load(vector_at(b_ptr, offset), align=align)
 
         elif fmt == "bfloat16":
-            halves, words = ir.VectorType(ir.IntType(16), width), ir.VectorType(ir.IntType(32), width)
+            words = ir.VectorType(ir.IntType(32), width)
             sixteen = ir.Constant(words, [16] * width)
+            high = ir.Constant(words, [0xFFFF0000] * width)
 
-            def weights_at(offset):  # a bfloat16 is the high half of the float32 it stands for
-                bits = builder.load(vector_at(b_ptr, offset, halves), align=2)
-                return builder.bitcast(builder.shl(builder.zext(bits, words), sixteen), vec)
+            def weights_at(offset):  # the vectors 2u and 2u + 1 at ``offset``, from their shared words
+                bits = builder.load(vector_at(b_ptr, offset, words), align=2)
+                return builder.bitcast(builder.shl(bits, sixteen), vec), builder.bitcast(builder.and_(bits, high), vec)
 
         else:
             bytes_ = ir.VectorType(ir.IntType(8), width)
@@ -136,7 +148,11 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
             bs = []
             for q in range(NP):
                 panel = builder.add(row, builder.mul(b_stride_, const(q)))
-                bs.extend(weights_at(builder.add(panel, const(v * width))) for v in range(NV))
+                if fmt == "bfloat16":  # a pair of vectors per load
+                    for v in range(0, NV, 2):
+                        bs.extend(weights_at(builder.add(panel, const(v * width))))
+                else:
+                    bs.extend(weights_at(builder.add(panel, const(v * width))) for v in range(NV))
             a_row = builder.add(a_off_, builder.mul(k, const(MR)))
             for r in range(MR):
                 a_val = builder.load(builder.gep(a_ptr, [builder.add(a_row, const(r))]))
@@ -174,7 +190,9 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
         for q in range(np_):
             start_b = b_off + q * b_stride
             panel = b[start_b + head : start_b + head + k_len * nr].reshape(k_len, nr)
-            if b.dtype == np.uint16:
+            if b.dtype == np.uint16:  # the pairs' halves back in column order
+                lanes_ = nr // nv
+                panel = panel.reshape(k_len, nv // 2, lanes_, 2).transpose(0, 1, 3, 2).reshape(k_len, nr)
                 panel = (panel.astype(np.uint32) << 16).view(np.float32)
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
