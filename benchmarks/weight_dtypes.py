@@ -431,7 +431,7 @@ def markdown(data):
         f"{m['cpu']} ({m['isa']}, LLVM cpu {m['cpu_name']}; bf16/int8 flags: "
         f"{', '.join(m['cpu_bf16_int8_flags']) or 'none'}), {m['cores']} cores; fastgru {m['fastgru']} "
         f"(geometry {m['geometry']} compiled for {m['compiled_for']}, {m['numba_threads']} Numba threads, "
-        f"layer {m.get('numba_threading_layer', '?')}; weight_dtype= {m['fastgru_weight_dtype']}), Numba "
+        f"layer {m.get('numba_threading_layer', '?')}), Numba "
         f"{m['numba']}, NumPy {m['numpy']}, torch {m.get('torch', '?')}, ONNX Runtime {m.get('onnxruntime', '?')}, "
         f"OpenVINO {m.get('openvino', '?')} (CPU capabilities {m['openvino_cpu_capabilities']}); peers on "
         f"{m['peer_threads']} threads; OPENBLAS_CORETYPE {m['OPENBLAS_CORETYPE']}, FASTGRU_SPIN_US "
@@ -499,6 +499,49 @@ def markdown(data):
     return "\n".join(lines) + "\n"
 
 
+def readme_table(data):
+    """The README's tables: speed per shape (µs, and / fastgru float32), then the 100-step errors."""
+    m = data["machine"]
+    speed = {}
+    for r in data["speed"]:
+        if r["available"]:
+            name = "OpenVINO default" if r["implementation"].startswith("OpenVINO default") else r["implementation"]
+            speed.setdefault(r["shape"], {})[name] = r
+    columns = ["fastgru float32", "fastgru bfloat16", "fastgru int8", "torch float32", TORCH_INT8, "OpenVINO f32"]
+    lines = [
+        "| shape | " + " | ".join(f"{c} µs" for c in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for shape, rows in speed.items():
+        cells = []
+        for c in columns:
+            row = rows.get(c)
+            if row is None:
+                cells.append("–")
+            elif c == "fastgru float32":
+                cells.append(_fmt(row["us"]))
+            else:
+                cells.append(f"{_fmt(row['us'])} ({_fmt(row['ratio_to_fastgru_float32'], 2)})")
+        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+    modes = ["fastgru float32", "fastgru bfloat16", "fastgru int8", TORCH_INT8, "bf16 emulation (NumPy, not OpenVINO)"]
+    errors = {}
+    for r in data["accuracy_sequence"]:
+        if r["available"] and r["mode"] in modes:
+            errors.setdefault((r["inputs"], r["hidden"], r["batch"]), {})[r["mode"]] = r["Ho"]
+    lines += ["", "| 100 steps, max abs error of Ho | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+    for (inputs, hidden, batch), by_mode in errors.items():
+        cells = [f"{by_mode[mode]:.1e}" if mode in by_mode else "–" for mode in modes]
+        lines.append(f"| i{inputs} h{hidden} batch {batch} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"{m['cpu']} ({m['isa']}, geometry {m['geometry']} compiled for {m['compiled_for']}), {m['numba_threads']} "
+        f"threads; torch {m.get('torch', '?')} and OpenVINO {m.get('openvino', '?')} on {m['peer_threads']} threads; "
+        "float32 inputs, outputs and states; µs per call (medians; in parentheses / fastgru float32); errors against "
+        f"float64 on the float32 weights; OPENBLAS_CORETYPE {m['OPENBLAS_CORETYPE']}; {m['date']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -506,6 +549,8 @@ def main(argv=None):
     parser.add_argument("--states", type=int, default=1000, help="random rows of the one-step errors")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 0.01 s, 200 rows: a smoke run")
     parser.add_argument("--out", default="benchmarks/weight_dtypes_results", help="writes PREFIX.md and PREFIX.json")
+    parser.add_argument("--readme", help="also put the summary tables between the README's weight-dtypes markers")
+    parser.add_argument("--report", action="store_true", help="only rewrite PREFIX.md (and --readme) from PREFIX.json")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds, args.states = 2, 0.01, 200
@@ -517,6 +562,10 @@ def main(argv=None):
     def log(text):
         print(text, flush=True)
 
+    if args.report:
+        data = json.loads(Path(f"{args.out}.json").read_text())
+        _write(data, args)
+        return
     sequence_records, step_records = measure_accuracy(args.states, log)
     speed = measure_speed(args.rounds, args.seconds, log)
     data = {
@@ -528,10 +577,18 @@ def main(argv=None):
         "accuracy_sequence": sequence_records,
         "accuracy_step": step_records,
     }
-    text = markdown(data)
     Path(f"{args.out}.json").write_text(json.dumps(data, indent=1) + "\n")
+    _write(data, args)
+
+
+def _write(data, args):
+    text = markdown(data)
     Path(f"{args.out}.md").write_text(text)
     print(text)
+    if args.readme:
+        from report import replace_table
+
+        replace_table(args.readme, "weight-dtypes", readme_table(data))
 
 
 if __name__ == "__main__":

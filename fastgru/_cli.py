@@ -99,7 +99,7 @@ def warmup(args, parser):
         except FastGRUError as exc:
             parser.error(f"--cache-dir {args.cache_dir}: {exc}")
     try:
-        steps = _warmup.steps(args.dtypes, args.ops)
+        steps = _warmup.steps(args.dtypes, args.ops, args.weight_dtypes)
     except FastGRUError as exc:
         parser.error(str(exc))
     if args.jobs < 1:
@@ -138,7 +138,8 @@ def _compile_in_processes(count, jobs, args, cache_dir):
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.dirname(os.path.dirname(os.path.abspath(fastgru.__file__))), *filter(None, [env.get("PYTHONPATH")])]
     )
-    command = [sys.executable, "-m", "fastgru", "warmup", "--dtypes", *args.dtypes, "--ops", *args.ops, "--steps"]
+    command = [sys.executable, "-m", "fastgru", "warmup", "--dtypes", *args.dtypes, "--ops", *args.ops]
+    command += ["--weight-dtypes", *args.weight_dtypes, "--steps"]
     processes = [
         subprocess.Popen(
             [*command, ",".join(str(i) for i in range(k, count, jobs))],
@@ -329,6 +330,13 @@ def main(argv=None):
         metavar="OP",
         help="among gru_cell, gru_sequence, augru_sequence, gru_stack (default: the three ops; gru_stack adds "
         "the kernels of GRUStack, from_torch and fastgru.torch GRUs)",
+    )
+    ahead.add_argument(
+        "--weight-dtypes",
+        nargs="+",
+        default=["exact"],
+        metavar="WEIGHTS",
+        help="among exact, bfloat16, int8: the kernels of ops built with weight_dtype= (default exact)",
     )
     ahead.add_argument(
         "--jobs",

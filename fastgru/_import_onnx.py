@@ -142,7 +142,7 @@ class OnnxGRU(Described):
         )
 
 
-def from_onnx(model_or_path, node_name=None):
+def from_onnx(model_or_path, node_name=None, *, weight_dtype=None):
     """The GRU node of an ONNX model as an :class:`OnnxGRU` running on fastgru's kernels, or its GRU
     nodes as an :class:`OnnxGRUStack` when they feed each other.
 
@@ -154,6 +154,9 @@ def from_onnx(model_or_path, node_name=None):
         The GRU node to take, by its name or one of its output names; needed only when the graph
         has several that do not form a stack. Only the main graph is searched, not the bodies of
         Loop, If or Scan.
+    weight_dtype : {None, 'bfloat16', 'int8'}, optional
+        Store W and R compact, read and computed in float32 (see :class:`fastgru.GRUCell`); None
+        (the default): exact.
 
     Returns
     -------
@@ -217,18 +220,18 @@ def from_onnx(model_or_path, node_name=None):
     constants = _constants(graph)
     grus = _find_nodes(graph, node_name)
     if len(grus) == 1:
-        return _node(graph, grus[0], constants, opset, version)
+        return _node(graph, grus[0], constants, opset, version, weight_dtype)
     found = _onnx_stack.chain(graph, grus)
     if found is None or len({tuple(node.input[4:5]) for node in grus}) > 1:  # one sequence_lens for all
         raise _onnx_stack.not_a_stack(grus, _label)
     order, joins = found
-    nodes = [_node(graph, node, constants, opset, version) for node in order]
+    nodes = [_node(graph, node, constants, opset, version, weight_dtype) for node in order]
     if not _onnx_stack.check_joins(nodes, joins, constants, _to_array):
         raise _onnx_stack.not_a_stack(grus, _label)
     return _onnx_stack.OnnxGRUStack(nodes, nodes[0]._sequence_lens)
 
 
-def _node(graph, node, constants, opset, version):
+def _node(graph, node, constants, opset, version, weight_dtype=None):
     """The OnnxGRU of one GRU node."""
     where = f"from_onnx: GRU node {node.name!r}"
     inputs = dict(zip(_INPUTS, node.input))
@@ -260,6 +263,7 @@ def _node(graph, node, constants, opset, version):
             activations=attrs["activations"],
             clip=attrs["clip"],
             linear_before_reset=attrs["linear_before_reset"],
+            weight_dtype=weight_dtype,
         )
     return OnnxGRU(op, node_name=node.name, layout=attrs["layout"], opset=opset, version=version, **extras)
 

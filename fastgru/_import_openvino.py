@@ -50,7 +50,7 @@ def _element_types():
     return types
 
 
-def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False):
+def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False, weight_dtype=None):
     """The GRU layers of an OpenVINO IR as prepared ops, or as one :class:`fastgru.GRUStack`.
 
     Parameters
@@ -68,6 +68,9 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False):
         so, as ``openvino.convert_model`` writes a multi-layer torch.nn.GRU), with one
         sequence_lengths for all; else a FastGRUError says why not. The stack takes fastgru's
         layouts, which are OpenVINO's, and one state array for all layers (README, "Stacks").
+    weight_dtype : {None, 'bfloat16', 'int8'}, optional
+        Store W and R compact, read and computed in float32 (see :class:`fastgru.GRUCell`); None
+        (the default): exact.
 
     Returns
     -------
@@ -125,7 +128,7 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False):
             f"from_openvino: {xml_path} has no GRUSequence, GRUCell or AUGRUSequence layer (in its main graph)"
         )
     if stack:
-        return _stack(ir, grus)
+        return _stack(ir, grus, weight_dtype)
     if layer_name is not None:
         chosen = [layer for layer in grus if layer.get("name") == layer_name]
         if not chosen:
@@ -133,13 +136,13 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False):
             raise FastGRUError(
                 f"from_openvino: {xml_path} has no GRU layer named {layer_name!r}; its GRU layers: {names}"
             )
-        return _op(ir, chosen[0])
+        return _op(ir, chosen[0], weight_dtype)
     ops = {}
     for layer in grus:
         name = layer.get("name")
         if name in ops:
             raise FastGRUError(f"from_openvino: {xml_path} has several GRU layers named {name!r}")
-        ops[name] = _op(ir, layer)
+        ops[name] = _op(ir, layer, weight_dtype)
     return ops
 
 
@@ -235,7 +238,7 @@ class _IR:
 _MOVES = ("Squeeze", "Unsqueeze", "Transpose", "Reshape")
 
 
-def _stack(ir, grus):
+def _stack(ir, grus, weight_dtype):
     """The GRUSequence layers ``grus`` as one GRUStack, if they form one (see ``from_openvino``)."""
     where = f"from_openvino: {ir.xml_path}"
     others = [layer.get("type") for layer in grus if layer.get("type") != "GRUSequence"]
@@ -263,7 +266,7 @@ def _stack(ir, grus):
     lengths = {(id(source), port) for source, port in (ir.source(layer, 2) for layer in grus)}
     if len(order) != len(grus) or len(feeds) != len(joins) or len(lengths) != 1:
         raise FastGRUError(why)
-    ops = [_op(ir, layer) for layer in order]
+    ops = [_op(ir, layer, weight_dtype) for layer in order]
     dims = [int(dim.text) for dim in order[0].find("input")[0]]  # X (N, S, I); -1 for a dynamic size
     rows, steps = (size if size > 0 else None for size in dims[:2]) if len(dims) == 3 else (None, None)
     for op, layer in zip(ops, order[1:]):
@@ -301,7 +304,7 @@ def _data(layer):
     return dict(data.attrib) if data is not None else {}
 
 
-def _op(ir, layer):
+def _op(ir, layer, weight_dtype=None):
     kind, name = layer.get("type"), layer.get("name")
     where = f"from_openvino: {kind} layer {name!r}"
     weights = []
@@ -316,11 +319,11 @@ def _op(ir, layer):
             for key, fixed in _AUGRU_FIXED.items():
                 if key in attrs and attrs[key] != fixed:
                     raise NotImplementedError(f"{key}={attrs[key]!r}; AUGRUSequence's {key} is always {fixed!r}")
-            return AUGRUSequence(*weights, hidden_size=attrs.get("hidden_size"))
+            return AUGRUSequence(*weights, hidden_size=attrs.get("hidden_size"), weight_dtype=weight_dtype)
         if kind == "GRUCell":
             attrs.pop("direction", None)
-            return GRUCell(*weights, **attrs)
-        return GRUSequence(*weights, **attrs)
+            return GRUCell(*weights, **attrs, weight_dtype=weight_dtype)
+        return GRUSequence(*weights, **attrs, weight_dtype=weight_dtype)
 
 
 def _attributes(data, where):

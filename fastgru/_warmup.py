@@ -24,7 +24,11 @@ _T1_NAMES = ("float16", "float32", "float64", "bfloat16")
 _OPS = (*_PATHS, "gru_stack")
 
 
-def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
+#: What ``weight_dtypes`` may name: the exact weights ('exact', or None) and the compact ones.
+_WEIGHT_NAMES = ("exact", "bfloat16", "int8")
+
+
+def warmup(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)) -> float:
     """Compile every kernel that ``ops`` run for ``dtypes``, or load it from the cache; returns seconds.
 
     The first call of an op in a process compiles its kernels, or loads them from fastgru's cache
@@ -44,6 +48,9 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
         'gru_stack' (:class:`fastgru.GRUStack`, and what runs on it: ``fastgru.from_torch`` and
         ``fastgru.torch`` GRUs) is not among the defaults: its layers run the kernel paths
         through callbacks that compile on their own.
+    weight_dtypes : iterable of str or None
+        Among 'exact' (or None: the weights of T1's compute dtype, the default), 'bfloat16' and
+        'int8': the kernels of ops built with ``weight_dtype=`` (float32's compute dtype only).
 
     Examples
     --------
@@ -51,27 +58,30 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS)) -> float:
     >>> seconds = fastgru.warmup(dtypes=["float32"], ops=["gru_cell"])
     """
     start = time.perf_counter()
-    for _, step in steps(dtypes, ops):
+    for _, step in steps(dtypes, ops, weight_dtypes):
         step()
     return time.perf_counter() - start
 
 
-def steps(dtypes=("float32",), ops=tuple(_PATHS)):
+def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
     """What ``warmup`` does, as (label, callable) pairs, for ``python -m fastgru warmup``'s progress:
-    each kernel path of each compute dtype, the kernels of the prepared ops' plans, then the
-    partner thread's loop."""
+    each kernel path of each compute dtype and weights, the kernels of the prepared ops' plans, then
+    the partner thread's loop."""
     names = _names("ops", ops, _OPS)
+    weights = [None if w in (None, "exact") else w for w in _names("weight_dtypes", weight_dtypes, _WEIGHT_NAMES)]
     paths = dict.fromkeys(path for op in names if op in _PATHS for path in _PATHS[op])
     computes = dict.fromkeys(
         compute_dtype(np.dtype(np.float32 if name == "bfloat16" else name))
         for name in _names("dtypes", dtypes, _T1_NAMES)
     )
+    # (compute dtype, weight_dtype): compact weights compute in float32
+    kinds = [(ct, w) for ct in computes for w in dict.fromkeys(weights) if w is None or ct == np.float32]
     tiny = {}
 
-    def run(ct, path):
-        if ct not in tiny:
-            tiny[ct] = _tiny(ct)
-        packed, inputs = tiny[ct]
+    def run(kind, path):
+        if kind not in tiny:
+            tiny[kind] = _tiny(*kind)
+        packed, inputs = tiny[kind]
         packed.run(2, 2, inputs, path=path)
 
     def partner():
@@ -81,37 +91,43 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS)):
             _partner._cycles()
         _partner.PARTNER.wake()
 
-    def plans(ct):
-        for call in _planned_calls(ct, names):
+    def plans(kind):
+        for call in _planned_calls(*kind, names):
             call()
             call()  # the plan of the first call (fastgru/_plan.py)
 
-    def stacks(ct):
-        stack, arrays = _tiny_stack(ct)
+    def stacks(kind):
+        stack, arrays = _tiny_stack(*kind)
         for path in _PATHS["gru_sequence"]:
             stack.run(1, 2, arrays, path=path)
 
-    found = [(f"{np.dtype(ct).name} {path}", functools.partial(run, ct, path)) for ct in computes for path in paths]
-    found += [(f"{np.dtype(ct).name} plans", functools.partial(plans, ct)) for ct in computes]
+    def label(kind, what):
+        ct, w = kind
+        return f"{np.dtype(ct).name} {what}" if w is None else f"{np.dtype(ct).name} {w} weights {what}"
+
+    found = [(label(kind, path), functools.partial(run, kind, path)) for kind in kinds for path in paths]
+    found += [(label(kind, "plans"), functools.partial(plans, kind)) for kind in kinds]
     if "gru_stack" in names:
-        found += [(f"{np.dtype(ct).name} stacks", functools.partial(stacks, ct)) for ct in computes]
+        found += [(label(kind, "stacks"), functools.partial(stacks, kind)) for kind in kinds]
     return [*found, ("partner thread", partner)]
 
 
 def _names(what, values, allowed):
-    values = [values] if isinstance(values, str) else list(values)
+    values = [values] if isinstance(values, str) or values is None else list(values)
     names = [np.dtype(v).name if what == "dtypes" and not isinstance(v, str) else v for v in values]
+    names = ["exact" if what == "weight_dtypes" and v is None else v for v in names]
     for name in names:
         if name not in allowed:
             raise FastGRUError(f"warmup: {what} has {name!r}; expected some of {', '.join(allowed)}")
     return names
 
 
-def _tiny(dtype):
+def _tiny(dtype, weight_dtype):
     """A prepared GRUSequence of hidden_size 2 and the kernels' flat arrays for 2 rows of 2 steps (with
     attention scores: every array of one type serves both GRU and AUGRU)."""
     n, s, i, h = 2, 2, 3, 2
-    op = GRUSequence(np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype))
+    W, R, B = np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype)
+    op = GRUSequence(W, R, B, weight_dtype=weight_dtype)
     return op._packed, (
         np.zeros((n, s, i), dtype),
         np.zeros((n, 1, h), dtype),
@@ -123,17 +139,16 @@ def _tiny(dtype):
     )
 
 
-def _tiny_stack(dtype):
+def _tiny_stack(dtype, weight_dtype):
     """A GRUStack of two layers of hidden_size 2 and its arrays for 1 row of 2 steps."""
-    layers = [
-        GRUSequence(np.zeros((1, 6, i), dtype), np.zeros((1, 6, 2), dtype), np.zeros((1, 6), dtype)) for i in (3, 2)
-    ]
+    zeros = functools.partial(np.zeros, dtype=dtype)
+    layers = [GRUSequence(zeros((1, 6, i)), zeros((1, 6, 2)), zeros((1, 6)), weight_dtype=weight_dtype) for i in (3, 2)]
     stack = GRUStack(layers)
     arrays = (np.zeros((1, 2, 3), dtype), np.zeros((1, 4), dtype), None, NO_ROWS, None)
     return stack, arrays + (np.empty((1, 1, 2, 2), dtype), np.empty((1, 4), dtype))
 
 
-def _planned_calls(dtype, ops):
+def _planned_calls(dtype, weight_dtype, ops):
     """Calls of the prepared ops whose second call runs the plan of the first, for each kind of plan
     ``ops`` make: a cell, a sequence with int64 and int32 lengths, AUGRU in both layouts."""
     i, h = 3, 2
@@ -142,12 +157,13 @@ def _planned_calls(dtype, ops):
     W, R, B = np.zeros((3 * h, i), dtype), np.zeros((3 * h, h), dtype), np.zeros(3 * h, dtype)
     calls = []
     if "gru_cell" in ops:
-        cell = GRUCell(W, R, B)
+        cell = GRUCell(W, R, B, weight_dtype=weight_dtype)
         calls.append(lambda: cell(x, h1))
     if "gru_sequence" in ops:
-        seq = GRUSequence(W[None], R[None], B[None])
+        seq = GRUSequence(W[None], R[None], B[None], weight_dtype=weight_dtype)
         calls += [lambda t=t: seq(X, h2, np.full(1, 2, t)) for t in (np.int64, np.int32)]
     if "augru_sequence" in ops:
-        augru, augru3 = AUGRUSequence(W, R, B), AUGRUSequence(W[None], R[None], B[None])
+        augru = AUGRUSequence(W, R, B, weight_dtype=weight_dtype)
+        augru3 = AUGRUSequence(W[None], R[None], B[None], weight_dtype=weight_dtype)
         calls += [lambda: augru(X, h1, np.full(1, 2), A), lambda: augru3(X, h2, np.full(1, 2), A)]
     return calls

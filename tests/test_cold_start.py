@@ -113,6 +113,7 @@ def test_warmup_compiles_every_kernel_path_of_each_dtype():
     [
         ({"dtypes": ["int8"]}, "warmup: dtypes has 'int8'; expected some of float16, float32, float64, bfloat16"),
         ({"ops": ["lstm"]}, "warmup: ops has 'lstm'; expected some of gru_cell, gru_sequence, augru_sequence"),
+        ({"weight_dtypes": ["fp8"]}, "warmup: weight_dtypes has 'fp8'; expected some of exact, bfloat16, int8"),
     ],
 )
 def test_warmup_errors(kwargs, message):

@@ -4,6 +4,9 @@ stated error bounds, per weight (over the whole float32 domain for bfloat16) and
 default unchanged; bad values refused with clear errors."""
 
 import itertools
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -287,3 +290,23 @@ def test_float64_and_non_finite_int8_weights_are_refused():
         fastgru.GRUSequence(W, R, B, weight_dtype="int8")
     op = fastgru.GRUSequence(W, R, B, weight_dtype="bfloat16")  # bfloat16 keeps NaN, as float32 does
     assert np.isnan(op(np.ones((1, 2, 3), np.float32), np.zeros((1, 1, 4), np.float32), [2])[1]).any()
+
+
+_WARMUP = textwrap.dedent("""
+    import numpy as np, fastgru
+    from fastgru._kernels import pair, rows, split
+    kernels = rows.run_serial, rows.run_parallel, split.run_split, pair.run_pair
+    def weights():
+        return [sorted({str(sig[7].dtype) for sig in k.signatures}) for k in kernels]
+    before = weights()
+    fastgru.warmup(ops="gru_sequence", weight_dtypes=["bfloat16", "int8", None])
+    print(before, weights())
+""")
+
+
+def test_warmup_compiles_the_kernels_of_compact_weights():
+    """In a fresh process: every path's kernel for bfloat16 (uint16) and int8 weights, and float32's."""
+    done = subprocess.run([sys.executable, "-c", _WARMUP], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    every = "['float32', 'int8', 'uint16']"
+    assert done.stdout.strip() == f"[[], [], [], []] [{every}, {every}, {every}, {every}]"

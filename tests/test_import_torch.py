@@ -320,3 +320,17 @@ def test_not_a_gru(torch):
         r"one to convert, e.g. model.0",
     ):
         fastgru.from_torch(two)
+
+
+@pytest.mark.parametrize("weight_dtype", ["bfloat16", "int8"])
+def test_from_torch_with_compact_weights(torch, weight_dtype):
+    module = torch.nn.GRU(I, H, num_layers=2, bidirectional=True).eval()
+    gru = fastgru.from_torch(module, weight_dtype=weight_dtype)
+    assert {layer.weight_dtype for layer in gru.layers} == {weight_dtype}
+    x = np.random.default_rng(4).standard_normal((S, N, I)).astype(np.float32)
+    with torch.no_grad():
+        want = module(torch.from_numpy(x))
+    exact = fastgru.from_torch(module)(x)
+    for g, w, e in zip(gru(x), want, exact, strict=True):
+        np.testing.assert_allclose(g, w.numpy(), atol=3e-2)
+        assert not np.array_equal(g, e)

@@ -701,3 +701,29 @@ def test_optimized_inside_inference_mode():
         assert fastgru_torch._PACKS.packs == packs + 1
     with torch.no_grad():
         check("float32", fast(x), torch.nn.GRU.forward(reference, x))
+
+
+@pytest.mark.parametrize("weight_dtype", ["bfloat16", "int8"])
+def test_optimize_with_compact_weights(weight_dtype):
+    """``optimize(model, weight_dtype=)``: every GRU and GRUCell of the model runs on compact weights
+    (torch.compile's custom op too), within their error of torch's float32, and a bad value fails
+    at optimize, not at the first call."""
+    gru = torch.nn.GRU(I, H, num_layers=2, batch_first=True)
+    model = torch.nn.ModuleDict({"gru": gru, "cell": torch.nn.GRUCell(I, H)})
+    model.eval()
+    fast = fastgru.torch.optimize(model, weight_dtype=weight_dtype)
+    assert fast["gru"].weight_dtype == weight_dtype and fast["cell"].weight_dtype == weight_dtype
+    x = inputs(np.random.default_rng(16), N, S, I)
+    with torch.inference_mode():
+        got, want = fast["gru"](x), model["gru"](x)
+        exact = fastgru.torch.optimize(model)["gru"](x)
+        cell, cell_want = fast["cell"](x[:, 0]), model["cell"](x[:, 0])
+        traced = fastgru.torch.gru_op(x, None, None, fast["gru"]._flat_weights, True, 2, False, True, weight_dtype)
+    for g, w, e in zip(got, want, exact, strict=True):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), atol=3e-2)
+        assert not torch.equal(g, e)
+    np.testing.assert_allclose(cell.numpy(), cell_want.numpy(), atol=3e-2)
+    for g, t in zip(got, traced, strict=True):
+        assert torch.equal(g, t)
+    with pytest.raises(ValueError, match="weight_dtype must be None, 'bfloat16' or 'int8'; got 'int4'"):
+        fastgru.torch.optimize(model, weight_dtype="int4")
