@@ -47,6 +47,12 @@ table(
 )
 table(README, "cold-start", COLD, "python benchmarks/cold_start.py (or --report: from cold_start_results.json)")
 table(README, "stacks", "benchmarks/stacks_results.md", "python benchmarks/stacks.py --readme README.md")
+table(
+    README,
+    "weight-dtypes",
+    "benchmarks/weight_dtypes_results_table.md",
+    "python benchmarks/weight_dtypes.py --readme README.md (or --report --readme README.md: from the JSON)",
+)
 
 # ------------------------------------------------------------------------------ README.md
 # Platforms (.ci/aarch64.sh, FASTGRU_CI_RECORD)

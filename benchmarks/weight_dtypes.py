@@ -5,9 +5,10 @@ one process.
     python benchmarks/weight_dtypes.py [--rounds 7] [--seconds 0.1] [--quick]
                                        [--out benchmarks/weight_dtypes_results]
 
-Writes ``PREFIX.json`` (the machine, every round of every row, every error) and ``PREFIX.md`` (the
-tables), PREFIX being ``--out``. ``--quick`` (2 rounds of 0.01 s, 200 random states for the one-step
-errors) is a smoke run: its times are not for quoting. Run the full one alone on the machine
+Writes ``PREFIX.json`` (the machine, every round of every row, every error), ``PREFIX.md`` (the
+tables) and ``PREFIX_table.md`` (the README's summary, put between its markers with ``--readme``),
+PREFIX being ``--out``; ``--report`` writes the last two from the JSON. ``--quick`` (2 rounds of
+0.01 s, 200 random states for the one-step errors) is a smoke run: its times are not for quoting. Run the full one alone on the machine
 (benchmarks/README.md).
 
 Speed (float32 inputs, outputs and states for all; 2 threads for every runtime; µs per call, the
@@ -585,10 +586,12 @@ def _write(data, args):
     text = markdown(data)
     Path(f"{args.out}.md").write_text(text)
     print(text)
+    table = readme_table(data)
+    Path(f"{args.out}_table.md").write_text(table)
     if args.readme:
         from report import replace_table
 
-        replace_table(args.readme, "weight-dtypes", readme_table(data))
+        replace_table(args.readme, "weight-dtypes", table)
 
 
 if __name__ == "__main__":
