@@ -8,8 +8,8 @@ one process.
 Writes ``PREFIX.json`` (the machine, every round of every row, every error), ``PREFIX.md`` (the
 tables) and ``PREFIX_table.md`` (the README's summary, put between its markers with ``--readme``),
 PREFIX being ``--out``; ``--report`` writes the last two from the JSON. ``--quick`` (2 rounds of
-0.01 s, 200 random states for the one-step errors) is a smoke run: its times are not for quoting. Run the full one alone on the machine
-(benchmarks/README.md).
+0.01 s, 200 random states for the one-step errors) is a smoke run: its times are not for quoting.
+Run the full one alone on the machine (benchmarks/README.md).
 
 Speed (float32 inputs, outputs and states for all; 2 threads for every runtime; µs per call, the
 median over interleaved rounds, and the ratio to fastgru float32): GRUSequence batch 1 × 100 steps,
