@@ -1,0 +1,58 @@
+"""Empty-cache start-up of two checkouts, in alternating fresh processes: ``fastgru.warmup()`` (its
+defaults) and the first float32 gru_sequence call (b4 s10 i16 h32 bidirectional), each from the
+interpreter's start with a new, empty FASTGRU_CACHE_DIR.
+
+    python benchmarks/cold_ab.py OLD_CHECKOUT NEW_CHECKOUT [--runs 2] [--md PATH]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_CASES = {
+    "warmup()": "import fastgru; fastgru.warmup()",
+    "first gru_sequence call": (
+        "import numpy as np, fastgru; r = np.random.default_rng(0); f = lambda *s: r.standard_normal(s, np.float32); "
+        "fastgru.gru_sequence(f(4, 10, 16), f(4, 2, 32), np.full(4, 10), f(2, 96, 16), f(2, 96, 32), f(2, 96), "
+        "direction='bidirectional')"
+    ),
+}
+
+
+def _seconds(checkout, code):
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "PYTHONPATH": checkout, "FASTGRU_CACHE_DIR": cache}
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+        return time.perf_counter() - start
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old")
+    parser.add_argument("new")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--md")
+    args = parser.parse_args(argv)
+    lines = ["| empty cache | old s | new s | new / old |", "|---|---|---|---|"]
+    for name, code in _CASES.items():
+        times = {"old": [], "new": []}
+        for k in range(args.runs):
+            for which in ("old", "new") if k % 2 == 0 else ("new", "old"):
+                times[which].append(_seconds(getattr(args, which), code))
+        old, new = statistics.median(times["old"]), statistics.median(times["new"])
+        lines.append(f"| {name} | {old:.1f} | {new:.1f} | {new / old:.3f} |")
+        print(lines[-1], times, flush=True)
+    text = "\n".join(lines) + f"\n\nold: {args.old}; new: {args.new}; medians of {args.runs} fresh processes each.\n"
+    print(text)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
