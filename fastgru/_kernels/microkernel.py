@@ -64,7 +64,7 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     b : 1-D array; packed panels, element (k, v*L + l) of panel q at b_off + q*b_stride + k*NR + v*L + l,
         with NR = NV*L the panel width. Three formats, by b's element type:
         C's: the weights themselves;
-        uint16: bfloat16 bits, two vectors' in one (``BF16_PAIRS``): the 32-bit word l of vectors
+        uint16: bfloat16 bits, two vectors' in one (``bf16_pairs``): the 32-bit word l of vectors
         (2u, 2u + 1) holds column 2u·L + l in its low half and (2u + 1)·L + l in its high half, and
         one load, a shift and a mask make the two float32 vectors (exact);
         int8: the panel starts with NR float32 scales (SCALE_BYTES each), its weights follow at
