@@ -130,7 +130,9 @@ def test_warmup_command(monkeypatch, capsys, tmp_path):
     ran = []
     monkeypatch.setattr(_config, "use_cache_dir", lambda folder: ran.append(folder))
     monkeypatch.setattr(
-        _warmup, "steps", lambda dtypes, ops: [(f"{d} {o}", lambda: ran.append("step")) for d in dtypes for o in ops]
+        _warmup,
+        "steps",
+        lambda dtypes, ops, weights: [(f"{d} {o}", lambda: ran.append("step")) for d in dtypes for o in ops],
     )
     assert _cli.main(["warmup", "--cache-dir", str(tmp_path), "--dtypes", "float64", "--ops", "gru_cell"]) == 0
     assert ran == [str(tmp_path), "step"]
@@ -192,10 +194,12 @@ def test_warmup_command_jobs(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(subprocess, "Popen", Process)
     monkeypatch.setattr(_config, "use_cache_dir", lambda folder: monkeypatch.setattr(_config, "CACHE_DIR", folder))
     monkeypatch.setattr(_config, "cache_root", lambda: str(tmp_path))
-    monkeypatch.setattr(_warmup, "steps", lambda dtypes, ops: [(str(i), lambda i=i: ran.append(i)) for i in range(5)])
+    monkeypatch.setattr(
+        _warmup, "steps", lambda dtypes, ops, weights: [(str(i), lambda i=i: ran.append(i)) for i in range(5)]
+    )
     assert _cli.main(["warmup", "--cache-dir", str(tmp_path), "--jobs", "2", "--ops", "gru_cell"]) == 0
     assert [command[-1] for command, _ in commands] == ["0,2,4", "1,3"]
-    assert commands[0][0][-6:-1] == ["--dtypes", "float32", "--ops", "gru_cell", "--steps"]
+    assert commands[0][0][-8:-1] == ["--dtypes", "float32", "--ops", "gru_cell", "--weight-dtypes", "exact", "--steps"]
     assert {folder for _, folder in commands} == {str(tmp_path)}
     assert ran == [0, 1, 2, 3, 4]
     assert "compiled in 2 processes" in capsys.readouterr().err

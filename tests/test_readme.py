@@ -92,10 +92,11 @@ def test_the_blocks_are_found_with_their_packages():
         by_heading.setdefault(block.heading, []).append(block)
     assert [b.optional for b in by_heading["Load a model"]] == [[], ["onnx", "onnxruntime"], ["openvino"]]
     assert [b.optional for b in by_heading["PyTorch models"]] == [["torch"]]
+    assert [b.optional for b in by_heading["Compact weights (bfloat16, int8)"]] == [[], ["torch"]]
     assert all(
         not b.optional
         for heading, blocks in by_heading.items()
-        if heading not in ("Load a model", "PyTorch models")
+        if heading not in ("Load a model", "PyTorch models", "Compact weights (bfloat16, int8)")
         for b in blocks
     )
     assert len(BLOCKS) >= 8
