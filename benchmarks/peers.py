@@ -98,65 +98,7 @@ THREADS = 2
 def openvino_cpu(case):
     """OpenVINO's CPU plugin, f32 precision hint, weights and sequence_lengths as Constants (its
     fast oneDNN path), one infer request reused, inputs shared without copies."""
-    try:
-        import openvino as ov
-        from openvino import opset15 as ops
-    except ImportError as exc:
-        raise Unavailable("openvino is not installed") from exc
-    c, shape = case, case.shape
-    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS}
-    if shape.op == "augru_sequence":
-        try:
-            import openvino_oracle  # tests/openvino_oracle.py: an IR of OpenVINO's internal AUGRUSequence
-        except ImportError as exc:
-            raise Unavailable("tests/openvino_oracle.py is not importable") from exc
-        xml, blob = openvino_oracle.augru_ir(c.X, c.H0, c.lengths, c.W, c.R, c.B, c.A)
-        ov_core = openvino_oracle.augru_core()
-        model = ov_core.read_model(model=xml, weights=ov.Tensor(np.frombuffer(blob, dtype=np.uint8).copy()))
-        inputs = [c.X, c.H0, c.A]
-    elif shape.op == "gru_cell":
-        ov_core = ov.Core()
-        x, h = (
-            ops.parameter([shape.batch, shape.inputs], np.float32),
-            ops.parameter([shape.batch, shape.hidden], np.float32),
-        )
-        node = ops.gru_cell(
-            x,
-            h,
-            ops.constant(c.W[0]),
-            ops.constant(c.R[0]),
-            ops.constant(c.B[0]),
-            shape.hidden,
-            linear_before_reset=shape.lbr,
-        )
-        model = ov.Model(node.outputs(), [x, h])
-        inputs = [np.ascontiguousarray(c.X[:, 0]), np.ascontiguousarray(c.H0[:, 0])]
-    else:
-        ov_core = ov.Core()
-        x = ops.parameter(list(c.X.shape), np.float32)
-        h = ops.parameter(list(c.H0.shape), np.float32)
-        node = ops.gru_sequence(
-            x,
-            h,
-            ops.constant(c.lengths),
-            ops.constant(c.W),
-            ops.constant(c.R),
-            ops.constant(c.B),
-            shape.hidden,
-            shape.direction,
-            linear_before_reset=shape.lbr,
-        )
-        model = ov.Model(node.outputs(), [x, h])
-        inputs = [c.X, c.H0]
-    request = ov_core.compile_model(model, "CPU", config).create_infer_request()
-
-    def run():
-        return request.infer(inputs, share_inputs=True, share_outputs=True)
-
-    def result():
-        outputs = run()
-        return tuple(np.array(outputs[i]) for i in range(len(outputs)))
-
+    run, result, _ = openvino_compiled(case, {"INFERENCE_PRECISION_HINT": "f32"})
     return run, result
 
 
@@ -373,9 +315,9 @@ def case_of(shape, X, H0, W, R, B, A=None, lengths=None):
 
 
 def openvino_compiled(case, config):
-    """``openvino_cpu``'s one-op model of ``case`` (weights and sequence_lengths as Constants, one
-    infer request reused, inputs shared) compiled with ``config`` instead of the f32 hint
-    (INFERENCE_NUM_THREADS is THREADS unless config sets it): ``(run, result, precision)``, with
+    """A one-op model of ``case`` (weights and sequence_lengths as Constants, one infer request
+    reused, inputs shared) compiled with ``config`` (INFERENCE_NUM_THREADS is THREADS unless config
+    sets it; ``openvino_cpu`` gives the f32 hint): ``(run, result, precision)``, with
     ``precision`` the compiled model's INFERENCE_PRECISION_HINT, the precision OpenVINO chose (e.g.
     "f32"; "bf16" only on CPUs with AVX512_BF16 or AMX)."""
     try:
