@@ -21,8 +21,6 @@ from .._config import kernel
 from .._threading import start_pool
 
 SIGNATURE = types.int64(types.CPointer(types.int64))
-#: A callback that runs one part of a job (a split row's worker 0 or 1).
-PART_SIGNATURE = types.int64(types.CPointer(types.int64), types.int64)
 
 #: An empty array of each element type the kernels' arrays can have: the compute dtypes and the
 #: weights' (constants in the compiled code).
@@ -38,9 +36,8 @@ def weights_key(weights):
 class Callbacks:
     """Callbacks by key (module-level functions of one job format), compiled on first use."""
 
-    def __init__(self, functions, threads=(), signature=SIGNATURE):
+    def __init__(self, functions, threads=()):
         self._functions = functions
-        self._signature = signature
         self._threads = threads  # keys whose code links to the threading layer's symbols
         self._compiled = {}
 
@@ -50,7 +47,7 @@ class Callbacks:
         if compiled is None:
             if key in self._threads:  # code loaded from the cache links to the threading layer's symbols
                 start_pool()
-            compiled = self._compiled[key] = kernel(callback=self._signature)(self._functions[key])
+            compiled = self._compiled[key] = kernel(callback=SIGNATURE)(self._functions[key])
         return compiled.address
 
 
@@ -67,21 +64,3 @@ def call_job(typingctx, address, job):
         return builder.call(target, [data])
 
     return types.int64(address, job), codegen
-
-
-@intrinsic
-def call_part(typingctx, address, job, part):
-    """Call the C function int64(int64*, int64) at ``address`` with the data of the int64 array ``job``
-    and the integer ``part``."""
-    if not isinstance(address, types.Integer) or not isinstance(job, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        function = ir.FunctionType(i64, [i64.as_pointer(), i64])
-        target = builder.inttoptr(args[0], function.as_pointer())
-        data = context.make_array(signature.args[1])(context, builder, args[1]).data
-        part_ = context.cast(builder, args[2], signature.args[2], types.int64)
-        return builder.call(target, [data, part_])
-
-    return types.int64(address, job, part), codegen

@@ -1,10 +1,9 @@
 """The two-thread protocol of a split row: a calling thread runs worker 0, fastgru's partner thread
 (``fastgru._partner``) worker 1, and they talk through a **mailbox**. This module owns the
 mailbox: its layout, every access to it (compiled here, or from Python through the functions at
-the end), posting and taking jobs, sleeping, napping and stopping. Nobody else indexes it. Both
-workers run through the C callback the job names (``worker_callback``, one per element type of
-the weights): the partner's loop and ``run_pair`` hold no copy of the workers' code, which
-compiles once, and a process compiles only the workers its weights need.
+the end), posting and taking jobs, sleeping, napping and stopping. Nobody else indexes it. The
+partner runs a job through the C callback it names (``worker_callback``, one per element type of
+the weights): its loop holds no kernel, and a process compiles only the workers its weights need.
 
 The mailbox is an int64 array, 64-byte aligned: the state on a line of its own, the partner's
 flags on another (ASLEEP: it sleeps; NAP: asked to sleep now), then the job (worker 1's callback,
@@ -22,7 +21,7 @@ from numba import carray
 
 from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
-from .callbacks import BF16, F32, F64, I8, PART_SIGNATURE, Callbacks, call_part, weights_key
+from .callbacks import BF16, F32, F64, I8, Callbacks, call_job, weights_key
 from .memory import aligned
 from .split import split_part, split_setup
 
@@ -72,9 +71,10 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
     Returns 1 if the partner took the job, else 0 (this thread then ran worker 1's part too)."""
     split_setup(call, h0, state_rows, work, iwork)
     _post(mailbox, worker, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
-    call_part(worker, mailbox, 0)  # the workers' code is the callback's, compiled once for both
+    clip_at = y.dtype.type(clip)
+    split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 0)
     if atomic_swap(mailbox, STATE, POSTED, IDLE):  # not taken: withdrawn, worker 1's part is ours
-        call_part(worker, mailbox, 1)
+        split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 1)
         return 0
     while atomic_load(mailbox, STATE) != FINISHED:
         spin_pause()
@@ -83,9 +83,9 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
 
 
 @kernel()
-def _serve_job(mailbox, like, weights_like, worker):
-    """Worker ``worker`` of the job in ``mailbox``, whose float arrays have the dtype of ``like`` and
-    weights that of ``weights_like``. The arrays get the ranks the kernels are called with (their shapes do not
+def _serve_job(mailbox, like, weights_like):
+    """Worker 1 of the job in ``mailbox``, whose float arrays have the dtype of ``like`` and weights that
+    of ``weights_like``. The arrays get the ranks the kernels are called with (their shapes do not
     matter: the kernels read them by flat offsets)."""
     ints = mailbox
     y = carray(pointer_to(mailbox[_Y], like), (1, 1, 1, mailbox[_Y + 1]))
@@ -103,7 +103,7 @@ def _serve_job(mailbox, like, weights_like, worker):
         clip_at,
         carray(pointer_to(mailbox[_WORK], like), (mailbox[_WORK + 1],)),
         carray(pointer_to(mailbox[_IWORK], ints), (mailbox[_IWORK + 1],)),
-        worker,
+        1,
     )
 
 
@@ -126,37 +126,36 @@ def serve(mailbox, spin_cycles):
             spin_pause()
             state = atomic_load(mailbox, STATE)
         if atomic_swap(mailbox, STATE, POSTED, TAKEN):
-            call_part(mailbox[_WORKER], mailbox, 1)
+            call_job(mailbox[_WORKER], mailbox)
             atomic_store(mailbox, STATE, FINISHED)
 
 
-# The workers' callbacks, one per element type of the weights (``callbacks.py``): (mailbox, worker).
-def _worker_f32(mailbox, worker):
-    _serve_job(carray(mailbox, (SIZE,)), F32, F32, worker)
+# Worker 1's callbacks, one per element type of the weights (``callbacks.py``).
+def _worker_f32(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F32, F32)
     return 0
 
 
-def _worker_f64(mailbox, worker):
-    _serve_job(carray(mailbox, (SIZE,)), F64, F64, worker)
+def _worker_f64(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F64, F64)
     return 0
 
 
-def _worker_bf16(mailbox, worker):
-    _serve_job(carray(mailbox, (SIZE,)), F32, BF16, worker)
+def _worker_bf16(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F32, BF16)
     return 0
 
 
-def _worker_i8(mailbox, worker):
-    _serve_job(carray(mailbox, (SIZE,)), F32, I8, worker)
+def _worker_i8(mailbox):
+    _serve_job(carray(mailbox, (SIZE,)), F32, I8)
     return 0
 
 
-_WORKERS = Callbacks({"f": _worker_f32, "d": _worker_f64, "H": _worker_bf16, "b": _worker_i8}, signature=PART_SIGNATURE)
+_WORKERS = Callbacks({"f": _worker_f32, "d": _worker_f64, "H": _worker_bf16, "b": _worker_i8})
 
 
 def worker_callback(weights):
-    """The address of the callback that runs a worker of a split row on ``weights`` (their type's),
-    the caller's worker 0 and the partner's worker 1 alike."""
+    """The address of the callback that runs worker 1 of a split row on ``weights`` (their type's)."""
     return _WORKERS.address(weights_key(weights))
 
 
