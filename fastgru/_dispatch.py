@@ -159,7 +159,7 @@ class Packed:
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
 
     def savings(self):
-        """How much less memory the packed weights take than float32's, as words."""
+        """How many times fewer bytes the packed weights take than float32's would, for ``repr``."""
         floats = packed_size(self.n_dirs, self.n_inputs, self.n_hidden, _F32.itemsize) * _F32.itemsize
         return f"{floats / self.weights.nbytes:.1f}x less than float32"
 
