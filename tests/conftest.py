@@ -273,6 +273,29 @@ def reach(monkeypatch, path, hoist=True):
         monkeypatch.setattr(_tuning, name, value)
 
 
+#: Paths as reach() names them, each with and without the hoisted projection where it matters.
+PATHS = [("serial", True), ("serial", False), ("parallel", True), ("parallel", False), ("split", True), ("pair", True)]
+
+
+def on_every_path(monkeypatch, kernels_run, call, one_row, calls=1):
+    """{"path-hoist": call()} for each of PATHS (pair only where the partner thread runs), each after
+    ``reach`` of its path; asserts that the ``calls`` kernel calls that ``call`` makes ran the path's
+    kernel."""
+    from fastgru import _partner
+
+    results = {}
+    for path, hoist in PATHS:
+        if path == "pair" and not _partner.PARTNER.enabled:
+            continue
+        with monkeypatch.context() as patch:
+            reach(patch, path, hoist)
+            kernels_run.clear()
+            results[f"{path}-{hoist}"] = call()
+        want = expected_kernel(path, one_row)
+        assert [name.rstrip("+") for name in kernels_run] == [want] * calls, (path, kernels_run)
+    return results
+
+
 def expected_kernel(path, one_row):
     """The kernel that ``reach(path)`` runs for a call of one row (batch 1, one direction) or more."""
     if path == "serial" or (path == "parallel" and one_row):

@@ -10,16 +10,15 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import assert_close, expected_kernel, reach
+from conftest import assert_close, on_every_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastgru
-from fastgru import _partner, reference
+from fastgru import reference
 from fastgru._compact import dequantized, quantized_int8, rounded_to_bfloat16
 
 FORMATS = ("bfloat16", "int8")
-PATHS = [("serial", True), ("serial", False), ("parallel", True), ("split", True), ("pair", True)]
 
 
 def _weights(rng, d, h, i, lbr, scale=None):
@@ -88,15 +87,7 @@ def test_every_path_gives_the_same_bits(monkeypatch, kernels_run, fmt, n, h, lbr
     op = fastgru.GRUSequence(W, R, B, linear_before_reset=lbr, weight_dtype=fmt)
     X, h0 = rng.standard_normal((n, 6, 5)).astype(np.float32), rng.standard_normal((n, 1, h)).astype(np.float32)
     lengths = rng.integers(0, 7, n) if n > 1 else np.array([6])
-    results = {}
-    for path, hoist in PATHS:
-        if path == "pair" and not _partner.PARTNER.enabled:
-            continue
-        with monkeypatch.context() as patch:
-            reach(patch, path, hoist)
-            kernels_run.clear()
-            results[f"{path}-{hoist}"] = op(X, h0, lengths)
-        assert [name.rstrip("+") for name in kernels_run] == [expected_kernel(path, n == 1)]
+    results = on_every_path(monkeypatch, kernels_run, lambda: op(X, h0, lengths), n == 1)
     for (a_name, a), (b_name, b) in itertools.pairwise(results.items()):
         for got, want in zip(a, b, strict=True):
             np.testing.assert_array_equal(got, want, err_msg=f"{a_name} vs {b_name}")

@@ -13,15 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 import pytest
-from conftest import expected_kernel, reach
+from conftest import expected_kernel, on_every_path, reach
 
 import fastgru
 from fastgru import _isa, _partner
 
 pytestmark = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
-
-#: Paths as reach() names them, each with and without the hoisted projection where it matters.
-PATHS = [("serial", True), ("serial", False), ("parallel", True), ("parallel", False), ("split", True), ("pair", True)]
 
 
 def _skip_without_partner(path):
@@ -72,17 +69,10 @@ def test_every_path_gives_the_same_bits(monkeypatch, kernels_run, k, dtype):
     attrs = {"direction": direction, "linear_before_reset": lbr, "clip": 0.9 if lbr else 0.0}
     op = fastgru.GRUSequence(inputs["W"], inputs["R"], inputs["B"], **attrs)
     per_call = (inputs["X"], inputs["initial_hidden_state"], inputs["sequence_lengths"])
-    results = {}
-    for path, hoist in PATHS:
-        if path == "pair" and not _partner.PARTNER.enabled:
-            continue
-        with monkeypatch.context() as patch:
-            reach(patch, path, hoist)
-            kernels_run.clear()
-            results[f"{path}-{hoist}-prepared"] = op(*per_call)
-            results[f"{path}-{hoist}-function"] = fastgru.gru_sequence(**inputs, **attrs)
-        want = expected_kernel(path, one_row)
-        assert [name.rstrip("+") for name in kernels_run] == [want, want], (path, kernels_run)
+    by_path = on_every_path(
+        monkeypatch, kernels_run, lambda: (op(*per_call), fastgru.gru_sequence(**inputs, **attrs)), one_row, calls=2
+    )
+    results = {f"{name}-{form}": r for name, pair in by_path.items() for form, r in zip(("prepared", "function"), pair)}
     for (a_name, a), (b_name, b) in itertools.pairwise(results.items()):
         for got, want in zip(a, b, strict=True):
             np.testing.assert_array_equal(got, want, err_msg=f"{a_name} vs {b_name}")
@@ -94,15 +84,8 @@ def test_augru_paths_give_the_same_bits(monkeypatch, kernels_run, n):
     inputs = _inputs(rng, n, 6, 4, 48, "forward", False, np.float32)
     op = fastgru.AUGRUSequence(inputs["W"], inputs["R"], inputs["B"])
     A = rng.uniform(-0.5, 1.5, (n, 6, 1)).astype(np.float32)
-    results = []
-    for path, hoist in PATHS:
-        if path == "pair" and not _partner.PARTNER.enabled:
-            continue
-        with monkeypatch.context() as patch:
-            reach(patch, path, hoist)
-            kernels_run.clear()
-            results.append(op(inputs["X"], inputs["initial_hidden_state"], inputs["sequence_lengths"], A))
-        assert [name.rstrip("+") for name in kernels_run] == [expected_kernel(path, n == 1)]
+    per_call = (inputs["X"], inputs["initial_hidden_state"], inputs["sequence_lengths"], A)
+    results = list(on_every_path(monkeypatch, kernels_run, lambda: op(*per_call), n == 1).values())
     for got in results[1:]:
         for g, w in zip(got, results[0], strict=True):
             np.testing.assert_array_equal(g, w)
