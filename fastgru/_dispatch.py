@@ -7,6 +7,7 @@ or float64. Inputs are only read: conversions copy into the calling thread's kep
 (``_scratch``), never into the caller's arrays.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
+from ._kernels.pair import worker_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
@@ -157,6 +159,12 @@ class Packed:
         strides = dict(strides) if strides else canonical_strides(self.n_dirs, s, self.n_inputs, self.n_hidden)
         fields = {**self._attributes, **strides, "n_rows": n, "seq_length": s, "keep": keep, "hoist": hoist}
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
+
+    @functools.cached_property
+    def worker(self):
+        """The address of the callback that runs a split row's worker 1 on these weights
+        (``pair.worker_callback``: compiled, or loaded from the cache, at the first pair call)."""
+        return worker_callback(self.weights)
 
     def savings(self):
         """How many times fewer bytes the packed weights take than float32's would, for ``repr``."""

@@ -26,13 +26,13 @@ import platform
 import threading
 import time
 
-import numpy as np
 from numba import config
 
 from . import _tuning
 from ._config import kernel
 from ._kernels import pair
 from ._kernels.atomics import STEADY_COUNTER, cycles
+from ._kernels.callbacks import F32
 from ._threading import requested
 
 
@@ -47,10 +47,6 @@ def _spin_us(text):
 
 #: Microseconds the partner spins without a job before it sleeps; 0: no partner.
 SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", str(_tuning.SPIN_US)))
-
-
-#: An empty array of float32 weights: the partner's first worker is theirs.
-_FLOAT32_WEIGHTS = np.zeros(0, np.float32)
 
 
 def off_reason():
@@ -163,7 +159,7 @@ class Partner:
         stopped = pair.new_mailbox()
         pair.ask_to_stop(stopped)
         pair.serve(stopped, 0)
-        pair.worker_callback(_FLOAT32_WEIGHTS)  # the common worker now; others when a call first needs them
+        pair.worker_callback(F32)  # float32 weights' worker now; others when a call first needs them
         self._thread = threading.Thread(target=self._serve, name="fastgru-partner", daemon=True)
         self._thread.start()
 

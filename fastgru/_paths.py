@@ -10,7 +10,7 @@ least the calling thread: a call never waits for threads.
 
 from . import _partner, _scratch, _tuning
 from ._kernels.layout import rows_scratch, split_scratch
-from ._kernels.pair import run_pair, worker_callback
+from ._kernels.pair import run_pair
 from ._kernels.rows import run_parallel, run_serial
 from ._kernels.split import run_split
 from ._threading import lease, requested
@@ -85,10 +85,10 @@ def _pair(packed, n, s, arrays, strides, keep, flops, forced):
         if taken:
             with lease(min(2, requested())) as granted:
                 if granted > 1:
-                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox, worker_callback(packed.weights))
+                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox, packed.worker)
                     return "run_pair"
         if forced:
-            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox(), worker_callback(packed.weights))
+            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox(), packed.worker)
             return "run_pair"
         return _serial(packed, n, s, arrays, strides, keep)
 

@@ -25,7 +25,6 @@ import numpy as np
 from . import _partner, _scratch, _tuning
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
 from ._kernels.memory import aligned
-from ._kernels.pair import worker_callback
 from ._kernels.planned import JOB, JOB_SIZE, job_callback
 from ._kernels.stack import run_stack
 from ._ops import GRUSequence
@@ -357,7 +356,7 @@ class _Layout:
             job[JOB["blocks"]] = blocks
             if mailbox is not None:
                 job[JOB["mailbox"]] = mailbox.ctypes.data
-                job[JOB["worker"]] = worker_callback(packed.weights)
+                job[JOB["worker"]] = packed.worker
                 kept.append(mailbox)
             job[JOB["state_offset"]] = stack._offsets[k]
         return jobs, kept
