@@ -15,8 +15,7 @@ sum stay float32.
   C += s · Σ_k a_k q_k. Weights must be finite.
 
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
-elements uint16 (a bfloat16's bits, each pair of vectors interleaved, or each pair of rows where the
-CPU has AVX512_BF16's dot products: ``microkernel.bf16_layout``) or
+elements uint16 (a bfloat16's bits, each pair of vectors interleaved: ``microkernel.bf16_pairs``) or
 int8, an int8 panel headed by its NR columns' float32 scales;
 then the bias (D, 4, H) in float32, at the float32 offset ``layout.bias_start`` gives.
 """
@@ -25,7 +24,7 @@ import numpy as np
 
 from ._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, pack_weights
 from ._kernels.memory import aligned
-from ._kernels.microkernel import SCALE_BYTES, bf16_layout
+from ._kernels.microkernel import SCALE_BYTES, bf16_pairs
 from ._validate import FastGRUError
 
 #: ``weight_dtype`` values: the element type the kernels read for each.
@@ -97,13 +96,7 @@ def pack_compact(op, weight_dtype, W, R, B):
         pack_weights(rounded_to_bfloat16(W), rounded_to_bfloat16(R), B, full)
         panels = n_dirs * n_panels * (n_inputs + n_hidden) * nr
         out = aligned(_sized(panels * 2, n_dirs * 4 * n_hidden) // 2, FORMATS[weight_dtype])
-        bits = full[:panels].view(np.uint32) >> 16  # exact: the low halves are zero
-        at = 0
-        for k_len in (n_inputs, n_hidden):  # Wᵀ's panels, then Rᵀ's
-            size = n_dirs * n_panels * k_len * nr
-            if size:
-                out[at : at + size] = bf16_layout(bits[at : at + size].reshape(-1, k_len * nr), k_len, nr).reshape(-1)
-            at += size
+        out[:panels] = bf16_pairs(full[:panels].view(np.uint32) >> 16, nr)  # exact: the low halves are zero
         _bias_view(out, panels * 2)[:] = full[panels:]
         return out
     (qw, sw), (qr, sr) = quantized_int8(op, "W", W), quantized_int8(op, "R", R)

@@ -39,8 +39,8 @@ from numba.core import registry
 from ._tuning import GEOMETRIES
 from ._validate import FastGRUError
 
-#: The features the geometries care about, in LLVM's names (avx512bf16: bfloat16 weights' dot products).
-_FEATURES = ("avx512f", "avx2", "fma", "avx512bf16")
+#: The features the geometries care about, in LLVM's names.
+_FEATURES = ("avx512f", "avx2", "fma")
 
 _PROBE = """
 define void @probe(<16 x float>* %p) {
@@ -191,19 +191,12 @@ def _setup():
 #: geometries care about), 'portable' or 'host', and why not portable when asked.
 GEOMETRY, TARGET_CPU, TARGET_FEATURES, CPU_MODE, CPU_NOTE = _setup()
 
-#: bfloat16 weights multiplied by AVX512_BF16's dot products (``_kernels/microkernel.tile_fma``), in
-#: their layout: where the avx512 geometry compiles for this CPU's own model and it has them (a
-#: portable level or a CPU named by NUMBA_CPU_NAME uses the shifts, which any CPU runs).
-BF16_DOT = GEOMETRY.name == "avx512" and "avx512bf16" in TARGET_FEATURES
-
 
 def describe():
     """One line for ``python -m fastgru info`` and the benchmarks' records."""
     g = GEOMETRY
     features = ", ".join(sorted(TARGET_FEATURES)) or "none of avx512f, avx2, fma"
-    bf16 = "dot products (avx512bf16)" if BF16_DOT else "widened by shifts"
     return (
-        f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {g.float32_tiles()}; {g.note}; "
-        f"bfloat16 weights {bf16}); "
+        f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {g.float32_tiles()}; {g.note}); "
         f"compiled for {TARGET_CPU} ({features}; FASTGRU_CPU={CPU_MODE}{': ' + CPU_NOTE if CPU_NOTE else ''})"
     )
