@@ -31,10 +31,9 @@ def _loop(op, accumulators):
         declare = "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)"
         call = "call <16 x float> @llvm.fma.v16f32(<16 x float> %a{j}, <16 x float> %x, <16 x float> %y)"
     else:
-        declare = (
-            "declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)"
-        )
-        call = "call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %a{j}, <32 x bfloat> %xb, <32 x bfloat> %yb)"
+        name = "@llvm.x86.avx512bf16.dpbf16ps.512"
+        declare = f"declare <16 x float> {name}(<16 x float>, <32 x bfloat>, <32 x bfloat>)"
+        call = f"call <16 x float> {name}(<16 x float> %a{{j}}, <32 x bfloat> %xb, <32 x bfloat> %yb)"
     lines = [
         "define void @run(<16 x float>* %out, <16 x float>* %in, i64 %n) {",
         "entry:",
@@ -109,7 +108,9 @@ def ops(rounds, seconds):
         R = rng.uniform(-0.1, 0.1, (1, 3 * h, h)).astype(np.float32)
         B = rng.uniform(-0.1, 0.1, (1, 4 * h)).astype(np.float32)
         args = (rng.standard_normal((n, s, i)).astype(np.float32), np.zeros((n, 1, h), np.float32), np.full(n, s))
-        built = {wd: fastgru.GRUSequence(W, R, B, linear_before_reset=True, weight_dtype=wd) for wd in (None, "bfloat16")}
+        built = {
+            wd: fastgru.GRUSequence(W, R, B, linear_before_reset=True, weight_dtype=wd) for wd in (None, "bfloat16")
+        }
         times = {wd: [] for wd in built}
         for op in built.values():
             op(*args)
