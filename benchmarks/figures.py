@@ -50,8 +50,9 @@ table(README, "stacks", "benchmarks/stacks_results.md", "python benchmarks/stack
 table(
     README,
     "weight-dtypes",
-    "benchmarks/weight_dtypes_results_table.md",
-    "python benchmarks/weight_dtypes.py --readme README.md (or --report --readme README.md: from the JSON)",
+    "benchmarks/weight_dtypes_results_avx512_table.md",
+    "python benchmarks/weight_dtypes.py --out benchmarks/weight_dtypes_results_avx512 --readme README.md "
+    "(or --report: from the JSON)",
 )
 
 # ------------------------------------------------------------------------------ README.md

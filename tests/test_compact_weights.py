@@ -30,6 +30,22 @@ def _weights(rng, d, h, i, lbr, scale=None):
     )
 
 
+#: int8 ops quantise each product's A per row to 16 bits (|Δa| <= max|a| / 65534): on these tests'
+#: shapes (Σ|w'| <= 10, |a| <= 5, <= 7 steps) a few 1e-4 at most, beside float32's rounding.
+INT8_ACTIVATIONS_ATOL = 1e-3
+
+
+def _assert_matches(fmt, got, want, what):
+    """fastgru's results against the reference on the op's weights: float32's tolerance, and for
+    int8 the quantised activations' too."""
+    if fmt != "int8":
+        assert_close(got, want, what=what)
+        return
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert g.shape == w.shape and g.dtype == w.dtype, what
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=INT8_ACTIVATIONS_ATOL, equal_nan=True, err_msg=what)
+
+
 def _on_weights_of(op, W, R):
     """W' and R' that a compact op computes with, in W's and R's shapes."""
     Wq, Rq = dequantized("test", op.weight_dtype, W.reshape(-1, *W.shape[-2:]), R.reshape(-1, *R.shape[-2:]))
@@ -58,7 +74,7 @@ def test_sequences_match_the_reference_on_their_weights(fmt, direction, lbr, cli
     Wq, Rq = _on_weights_of(op, *f32[:2])
     want = reference.gru_sequence(f32[3], f32[4], lengths, Wq, Rq, f32[2], **attrs)
     want = tuple(w.astype(t1) for w in want)  # rounded once, as the op rounds its float32 results
-    assert_close(op(X, h0, lengths), want, what=f"{fmt} {direction} lbr={lbr}")
+    _assert_matches(fmt, op(X, h0, lengths), want, f"{fmt} {direction} lbr={lbr}")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -70,13 +86,13 @@ def test_cells_and_augru_match_the_reference_on_their_weights(fmt, lbr):
     cell = fastgru.GRUCell(W[0], R[0], B[0], linear_before_reset=lbr, weight_dtype=fmt)
     Wq, Rq = _on_weights_of(cell, W[0], R[0])
     X, H = rng.standard_normal((n, i)).astype(np.float32), rng.standard_normal((n, h)).astype(np.float32)
-    assert_close(cell(X, H), reference.gru_cell(X, H, Wq, Rq, B[0], linear_before_reset=lbr), what="cell")
+    _assert_matches(fmt, cell(X, H), reference.gru_cell(X, H, Wq, Rq, B[0], linear_before_reset=lbr), "cell")
     if not lbr:
         augru = fastgru.AUGRUSequence(W[0], R[0], B[0], weight_dtype=fmt)
         Xs, A = rng.standard_normal((n, 5, i)).astype(np.float32), rng.uniform(0, 1, (n, 5, 1)).astype(np.float32)
         lengths = np.array([5, 2, 0, 4])
         want = reference.augru_sequence(Xs, H, lengths, Wq, Rq, B[0], A)
-        assert_close(augru(Xs, H, lengths, A), want, what="augru")
+        _assert_matches(fmt, augru(Xs, H, lengths, A), want, "augru")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -167,26 +183,32 @@ def test_int8_rounding_error_is_half_a_scale(rows, k, exponent, seed):
     assert (peak[scales == 0] <= 127 * 2.0**-149).all()
 
 
-def _step_bound(x, H, W, R, B, Wq, Rq, lbr):
+def _step_bound(x, H, W, R, B, Wq, Rq, lbr, quantised=False):
     """The stated bound of |H' - H'_exact| for one step with sigmoid and tanh (Lipschitz 1/4 and 1),
-    from the weight errors |W' - W| and |R' - R| (float64; the units of the step in the last axis)."""
+    from the weight errors |W' - W| and |R' - R| and, ``quantised`` (int8), the products' A rounded
+    to 16 bits per row, |Δa| <= max|a| / 65534 (float64; the units of the step in the last axis)."""
     h = H.shape[-1]
     dW, dR = np.abs(Wq - W), np.abs(Rq - R)
     ax, aH = np.abs(x), np.abs(H)
+    steps = (ax.max(initial=0) / 65534, aH.max(initial=0) / 65534) if quantised else (0.0, 0.0)
+    qx, qH = (step * (1 + 1e-3) for step in steps)  # and float32's rounding of a / s
+    sx, sH = qx * np.abs(Wq).sum(axis=1), qH * np.abs(Rq).sum(axis=1)  # |Σ_k w' Δa_k| per gate unit
     pre = x @ W.T + B[: 3 * h]
     rec = H @ R.T
     z = 1 / (1 + np.exp(-(pre[:h] + rec[:h])))
     r = 1 / (1 + np.exp(-(pre[h : 2 * h] + rec[h : 2 * h])))
-    e_zr = ax @ dW[: 2 * h].T + aH @ dR[: 2 * h].T
+    e_zr = ax @ dW[: 2 * h].T + aH @ dR[: 2 * h].T + sx[: 2 * h] + sH[: 2 * h]
     dz, dr = e_zr[:h] / 4, e_zr[h:] / 4
     if lbr:
         rbh = B[3 * h :]
         hh = H @ R[2 * h :].T + rbh
-        d_pre = ax @ dW[2 * h :].T + r * (aH @ dR[2 * h :].T) + dr * (np.abs(hh) + aH @ dR[2 * h :].T)
+        d_hh = aH @ dR[2 * h :].T + sH[2 * h :]
+        d_pre = ax @ dW[2 * h :].T + sx[2 * h :] + r * d_hh + dr * (np.abs(hh) + d_hh)
         cand = np.tanh(pre[2 * h :] + r * hh)
     else:
-        rh = r * H
+        rh = r * H  # |r·H| <= |H|: its rounding step is at most H's
         d_pre = ax @ dW[2 * h :].T + (dr * aH) @ (np.abs(R[2 * h :]) + dR[2 * h :]).T + np.abs(rh) @ dR[2 * h :].T
+        d_pre += sx[2 * h :] + sH[2 * h :]
         cand = np.tanh(pre[2 * h :] + rh @ R[2 * h :].T)
     exact = (1 - z) * cand + z * H
     return dz * np.abs(H - cand) + (1 - z + dz) * d_pre, exact
@@ -202,8 +224,9 @@ def _step_bound(x, H, W, R, B, Wq, Rq, lbr):
     seed=st.integers(0, 2**32 - 1),
 )
 def test_one_step_stays_within_the_stated_bound(fmt, lbr, h, i, scale, seed):
-    """|H' - H'_exact| <= the weight errors' bound (``_step_bound``) + float32's own tolerance, on
-    random weights of every scale, against float64 with the exact weights."""
+    """|H' - H'_exact| <= the bound of the weights' errors (and int8's quantised activations:
+    ``_step_bound``) + float32's own tolerance, on random weights of every scale, against float64
+    with the exact weights."""
     rng = np.random.default_rng(seed)
     W, R, B = (a[0] for a in _weights(rng, 1, h, i, lbr, scale))
     x, H = rng.standard_normal((3, i)).astype(np.float32), rng.standard_normal((3, h)).astype(np.float32)
@@ -211,7 +234,8 @@ def test_one_step_stays_within_the_stated_bound(fmt, lbr, h, i, scale, seed):
     Wq, Rq = _on_weights_of(cell, W, R)
     got = cell(x, H).astype(np.float64)
     for b in range(3):
-        bound, exact = _step_bound(*(a.astype(np.float64) for a in (x[b], H[b], W, R, B, Wq, Rq)), lbr)
+        arrays = (a.astype(np.float64) for a in (x[b], H[b], W, R, B, Wq, Rq))
+        bound, exact = _step_bound(*arrays, lbr, quantised=fmt == "int8")
         assert (np.abs(got[b] - exact) <= bound + 2e-6 + 1e-5 * np.abs(exact)).all()
 
 
@@ -301,3 +325,63 @@ def test_warmup_compiles_the_kernels_of_compact_weights():
     assert done.returncode == 0, done.stderr[-2000:]
     every = "['float32', 'int8', 'uint16']"
     assert done.stdout.strip() == f"[[], [], [], []] [{every}, {every}, {every}, {every}]"
+
+
+@pytest.mark.parametrize("k_len", [1, 7, 36, 257, 600])
+@pytest.mark.parametrize("special", [None, np.inf, np.nan])
+def test_int8_products_quantise_each_row_as_stated(k_len, special):
+    """The micro-kernel's int8 products, tile by tile, against NumPy doing what ``tile_fma`` states:
+    A's rows quantised to 16 bits by their own peak over the pairs of rows, integer sums of at most
+    INT8_PAIRS_PER_SUM pairs, a last odd row in float32, and float32 throughout for a tile whose A
+    has an infinite or NaN element (inside the pairs)."""
+    from numba import njit
+
+    from fastgru._isa import GEOMETRY
+    from fastgru._kernels.microkernel import INT8_PAIRS_PER_SUM, SCALE_BYTES, k_pairs, lanes, tile_fma
+
+    nv = GEOMETRY.panel_vectors
+    nr = nv * lanes(np.dtype(np.float32))
+
+    def tile(mr, n_panels):  # the tile's sizes are constants of the compiled function, as tile_fma needs
+        return njit(lambda c, ldc, a, b, stride, k: tile_fma(c, 0, ldc, a, 0, b, 0, stride, k, mr, n_panels, nv))
+
+    rng = np.random.default_rng(k_len)
+    for mr, n_panels in GEOMETRY.tiles:
+        run = tile(mr, n_panels)
+        q = rng.integers(-127, 128, (n_panels, k_len, nr)).astype(np.int8)
+        scales = rng.uniform(1e-3, 1e-2, (n_panels, nr)).astype(np.float32)
+        stride = SCALE_BYTES * nr + k_len * nr
+        b = np.empty((n_panels, stride), np.int8)
+        b[:, : SCALE_BYTES * nr] = scales.view(np.int8)
+        b[:, SCALE_BYTES * nr :] = k_pairs(q.reshape(n_panels, -1), k_len, nr)
+        a = (rng.standard_normal((k_len, mr)) * rng.uniform(0.1, 10, mr)).astype(np.float32)
+        if special is not None and k_len > 1:
+            a[rng.integers(0, k_len - k_len % 2), rng.integers(0, mr)] = special
+        c0 = rng.standard_normal((mr, n_panels * nr)).astype(np.float32)
+        c = c0.copy()
+        run(c.reshape(-1), n_panels * nr, a.reshape(-1), b.reshape(-1), stride, k_len)
+        even = k_len - k_len % 2
+        weights = q.transpose(1, 0, 2).reshape(k_len, -1).astype(np.float64)
+        want = c0.astype(np.float64)
+        peaks = np.abs(a[:even]).max(axis=0) if even else np.zeros(mr, np.float32)
+        for r in range(mr):
+            if np.isfinite(peaks).all():
+                inverse = np.float32(32767) / peaks[r] if peaks[r] > 0 else np.float32(0)
+                qa = np.rint(a[:even, r] * inverse).astype(np.int64)
+                step = peaks[r] / np.float32(32767)
+                for u0 in range(0, even // 2, INT8_PAIRS_PER_SUM):
+                    rows = slice(2 * u0, min(even, 2 * (u0 + INT8_PAIRS_PER_SUM)))
+                    want[r] += (qa[rows] @ weights[rows].astype(np.int64)) * np.float64(step) * scales.reshape(-1)
+                products = a[even:, r].astype(np.float64) @ weights[even:]
+            else:
+                with np.errstate(invalid="ignore"):  # inf times a zero weight
+                    products = a[:, r].astype(np.float64) @ weights
+            with np.errstate(invalid="ignore"):
+                want[r] += products * scales.reshape(-1)
+        # float32's rounding of the sums, relative to their terms' magnitudes
+        with np.errstate(invalid="ignore"):
+            size = np.abs(c0) + (np.abs(a.T).astype(np.float64) @ np.abs(weights)) * scales.reshape(-1)
+        assert np.array_equal(np.isnan(c), np.isnan(want)), f"tile {mr}x{n_panels}: NaN elsewhere"
+        finite = np.isfinite(want)
+        assert np.array_equal(c[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]), f"tile {mr}x{n_panels}"
+        assert (np.abs(c[finite] - want[finite]) <= 1e-6 * size[finite]).all(), f"tile {mr}x{n_panels}"

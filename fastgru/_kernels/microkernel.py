@@ -11,6 +11,8 @@ Every element of C receives the same sequence of operations, c = fma(a[k], b[k],
 k = 0, 1, ..., whatever MR, NP and NV are, so tiling never changes a result's bits.
 """
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import config, types
@@ -41,6 +43,22 @@ def bf16_pairs(bits, nr):
     return bits.reshape(-1, nr // (2 * lanes_), 2, lanes_).transpose(0, 1, 3, 2).reshape(shape)
 
 
+def k_pairs(values, k_len, nr):
+    """Panels of int8 weights (``values`` (..., k_len*NR): k_len rows of NR columns in order) in
+    ``tile_fma``'s order: rows 2u and 2u + 1 interleaved column by column (column c's two weights
+    side by side, row 2u's first), a last odd row as it was. NumPy."""
+    lead, even = values.shape[:-1], k_len - k_len % 2
+    rows = values.reshape(*lead, k_len, nr)
+    out = rows.copy()
+    out[..., :even, :] = rows[..., :even, :].reshape(*lead, even // 2, 2, nr).swapaxes(-1, -2).reshape(*lead, even, nr)
+    return out.reshape(values.shape)
+
+
+#: Pairs of rows whose int32 sums the int8 products accumulate before they go to float32:
+#: 128·2·32767·127 < 2**31.
+INT8_PAIRS_PER_SUM = 128
+
+
 def weight_format(b_dtype, c_dtype):
     """The panels' format from their element type (a Numba type): 'exact' when it is C's, 'bfloat16'
     for uint16 (a bfloat16's bits), 'int8' for int8."""
@@ -68,9 +86,16 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
         (2u, 2u + 1) holds column 2u·L + l in its low half and (2u + 1)·L + l in its high half, and
         one load, a shift and a mask make the two float32 vectors (exact);
         int8: the panel starts with NR float32 scales (SCALE_BYTES each), its weights follow at
-        b_off + q*b_stride + SCALE_BYTES*NR, and C[r, col] += scale[col] * sum_k A[k, r] * B[k, col]
-        (the sum from zero, then one fused multiply-add).
+        b_off + q*b_stride + SCALE_BYTES*NR, two rows in each pair of bytes (``k_pairs``), and
+        C[r, col] += scale[col] * sum_k A[k, r] * B[k, col] (the sum from zero, then one fused
+        multiply-add), by integer products (below).
     mr, np_, nv : integer literals (MR rows, NP panels, NV vectors per panel).
+
+    int8 weights multiply A quantised per row to 16 bits: A[k, r] ≈ s_r·a_kr with s_r = max_k
+    |A[k, r]| / 32767 and a_kr = round(A[k, r] / s_r) (|error| <= s_r/2 and a float32 rounding), so
+    that two rows' products are one integer multiply-add of pairs (VPMADDWD), exact in int32; the
+    int32 sums of 128 pairs of rows (at most 2**30.1) go to float32 sums, times s_r at the end. A
+    tile whose A has an infinite or NaN element is multiplied in float32 instead; a last odd row too.
     """
     if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
         return None
@@ -134,6 +159,155 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
                 else:
                     builder.store(builder.load(vector_at(c_ptr, builder.add(c_rows[r], const(col))), align=align), slot)
 
+        def panel_scales():  # the int8 panels' column scales, at their heads
+            scales = []
+            for q in range(NP):
+                head = builder.gep(b_ptr, [builder.add(b_off_, builder.mul(b_stride_, const(q)))])
+                floats = builder.bitcast(head, scalar.as_pointer())
+                scales.extend(builder.load(vector_at(floats, const(v * width)), align=align) for v in range(NV))
+            return scales
+
+        def int8_pairs():
+            """slots += the products of rows (2u, 2u + 1) for 2u + 1 < k_len, A quantised per row to int16
+            (float32 where A has a non-finite element); returns the first row left."""
+            i32 = ir.IntType(32)
+            rows_f, rows_i = ir.VectorType(scalar, MR), ir.VectorType(i32, MR)
+            words, shorts = ir.VectorType(i32, width), ir.VectorType(ir.IntType(16), 2 * width)
+            wide, pair_bytes = ir.VectorType(i32, 2 * width), ir.VectorType(ir.IntType(8), 2 * width)
+            module = builder.module
+            rint = cgutils.get_or_insert_function(module, ir.FunctionType(rows_f, [rows_f]), f"llvm.rint.v{MR}f32")
+            pairs = builder.lshr(k_len_, const(1))
+
+            def a_rows(k):  # A's MR elements of row k
+                return builder.load(
+                    vector_at(a_ptr, builder.add(a_off_, builder.mul(k, const(MR))), rows_f), align=align
+                )
+
+            def pair_bytes_at(u, q, v):  # vector v of panel q at rows (2u, 2u + 1), column by column
+                at = builder.add(
+                    first, builder.add(builder.mul(u, const(2 * NV * width)), builder.mul(b_stride_, const(q)))
+                )
+                return builder.load(vector_at(b_ptr, builder.add(at, const(2 * v * width)), pair_bytes), align=1)
+
+            def splat_of(value, vector):
+                spread = builder.insert_element(ir.Constant(vector, ir.Undefined), value, zero32)
+                return builder.shuffle_vector(
+                    spread, ir.Constant(vector, ir.Undefined), ir.Constant(words, [0] * width)
+                )
+
+            # The rows' peaks |A| as integers: |a|'s bits (sign cleared) order as |a| does, above
+            # 0x7F800000 for NaN, so the peak's bits say at once whether the row is finite. A's first
+            # 2·pairs rows are 2·pairs·MR floats in a row, taken V = lcm(MR, L) at a time, then a row at
+            # a time; the V lanes fold into the MR rows (lane j is row j mod MR).
+            lanes_v = math.lcm(MR, width)
+            block_i = ir.VectorType(i32, lanes_v)
+            rows_per_block = lanes_v // MR
+
+            def larger(x, y):
+                return builder.select(builder.icmp_signed(">", x, y), x, y)
+
+            def magnitude_bits(at, vector):
+                bits = builder.load(vector_at(a_ptr, at, vector), align=align)
+                return builder.and_(bits, ir.Constant(vector, [0x7FFFFFFF] * vector.count))
+
+            blocks_ = builder.udiv(builder.shl(pairs, const(1)), const(rows_per_block))
+            block_slot = cgutils.alloca_once_value(builder, ir.Constant(block_i, None))
+            with cgutils.for_range(builder, blocks_) as loop:
+                bits = magnitude_bits(builder.add(a_off_, builder.mul(loop.index, const(lanes_v))), block_i)
+                builder.store(larger(bits, builder.load(block_slot)), block_slot)
+            folded = ir.Constant(rows_i, None)
+            for j in range(rows_per_block):
+                lanes_j = ir.Constant(ir.VectorType(i32, MR), list(range(j * MR, (j + 1) * MR)))
+                folded = larger(
+                    folded,
+                    builder.shuffle_vector(builder.load(block_slot), ir.Constant(block_i, ir.Undefined), lanes_j),
+                )
+            peak_slot = cgutils.alloca_once_value(builder, folded)
+            done = builder.mul(blocks_, const(rows_per_block))
+            with cgutils.for_range(builder, builder.sub(builder.shl(pairs, const(1)), done)) as loop:
+                at = builder.add(a_off_, builder.mul(builder.add(done, loop.index), const(MR)))
+                builder.store(larger(magnitude_bits(at, rows_i), builder.load(peak_slot)), peak_slot)
+            peak_bits = builder.load(peak_slot)
+            below_inf = builder.icmp_signed("<", peak_bits, ir.Constant(rows_i, [0x7F800000] * MR))
+            peak = builder.bitcast(peak_bits, rows_f)
+            finite = builder.extract_element(below_inf, zero32)
+            for r in range(1, MR):
+                finite = builder.and_(finite, builder.extract_element(below_inf, ir.Constant(i32, r)))
+            evens = ir.Constant(ir.VectorType(i32, width), list(range(0, 2 * width, 2)))
+            odds = ir.Constant(ir.VectorType(i32, width), list(range(1, 2 * width, 2)))
+            with builder.if_else(finite) as (integer, floating):
+                with integer:
+                    step = builder.fdiv(peak, ir.Constant(rows_f, 32767.0))
+                    inverse = builder.fdiv(ir.Constant(rows_f, 32767.0), peak)
+                    inverse = builder.select(
+                        builder.fcmp_ordered(">", peak, ir.Constant(rows_f, None)), inverse, ir.Constant(rows_f, None)
+                    )
+
+                    def quantised(k):  # A's row k as int16 in the low halves of i32s
+                        q = builder.fptosi(builder.call(rint, [builder.fmul(a_rows(k), inverse)]), rows_i)
+                        return builder.and_(q, ir.Constant(rows_i, [0xFFFF] * MR))
+
+                    sums = [[cgutils.alloca_once(builder, words) for _ in cols] for _ in range(MR)]
+                    blocks = builder.udiv(builder.add(pairs, const(INT8_PAIRS_PER_SUM - 1)), const(INT8_PAIRS_PER_SUM))
+                    with cgutils.for_range(builder, blocks) as block:
+                        u0 = builder.mul(block.index, const(INT8_PAIRS_PER_SUM))
+                        count = builder.sub(pairs, u0)
+                        count = builder.select(
+                            builder.icmp_signed("<", count, const(INT8_PAIRS_PER_SUM)), count, const(INT8_PAIRS_PER_SUM)
+                        )
+                        for row in sums:
+                            for slot in row:
+                                builder.store(ir.Constant(words, None), slot)
+                        with cgutils.for_range(builder, count) as loop:
+                            u = builder.add(u0, loop.index)
+                            bs = [
+                                builder.sext(builder.sext(pair_bytes_at(u, q, v), shorts), wide)
+                                for q in range(NP)
+                                for v in range(NV)
+                            ]
+                            even = quantised(builder.shl(u, const(1)))
+                            odd = quantised(builder.add(builder.shl(u, const(1)), const(1)))
+                            both = builder.or_(even, builder.shl(odd, ir.Constant(rows_i, [16] * MR)))
+                            for r in range(MR):
+                                a_pair = splat_of(builder.extract_element(both, ir.Constant(i32, r)), words)
+                                a_wide = builder.sext(builder.bitcast(a_pair, shorts), wide)
+                                for slot, b_wide in zip(sums[r], bs):
+                                    products = builder.mul(a_wide, b_wide)
+                                    two = builder.add(
+                                        builder.shuffle_vector(products, products, evens),
+                                        builder.shuffle_vector(products, products, odds),
+                                    )
+                                    builder.store(builder.add(builder.load(slot), two), slot)
+                        for r in range(MR):  # C += scale ⊙ (s_r · sum): no float32 sums live in the loop
+                            s_r = splat_of(builder.extract_element(step, ir.Constant(i32, r)), vec)
+                            for total, col, scale in zip(sums[r], cols, panel_scales()):
+                                target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
+                                in_a = builder.fmul(builder.sitofp(builder.load(total), vec), s_r)
+                                total = builder.call(fma, [in_a, scale, builder.load(target, align=align)])
+                                builder.store(total, target, align=align)
+                with floating:
+                    with cgutils.for_range(builder, pairs) as loop:
+                        u = loop.index
+                        halves = []
+                        for q in range(NP):
+                            for v in range(NV):
+                                both = pair_bytes_at(u, q, v)
+                                halves.append(
+                                    (
+                                        builder.sitofp(builder.shuffle_vector(both, both, evens), vec),
+                                        builder.sitofp(builder.shuffle_vector(both, both, odds), vec),
+                                    )
+                                )
+                        for part, k in enumerate(
+                            (builder.shl(u, const(1)), builder.add(builder.shl(u, const(1)), const(1)))
+                        ):
+                            a_k = a_rows(k)
+                            for r in range(MR):
+                                a_vec = splat_of(builder.extract_element(a_k, ir.Constant(i32, r)), vec)
+                                for slot, half in zip(slots[r], halves):
+                                    builder.store(builder.call(fma, [a_vec, half[part], builder.load(slot)]), slot)
+            return builder.shl(pairs, const(1))
+
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{width}f{dtype.bitwidth}"
         )
@@ -142,8 +316,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
         zero32 = ir.Constant(ir.IntType(32), 0)
         panel_width = const(NV * width)
         first = builder.add(b_off_, const(SCALE_BYTES * NV * width)) if fmt == "int8" else b_off_
-        with cgutils.for_range(builder, k_len_) as loop:
-            k = loop.index
+        fma_from = int8_pairs() if fmt == "int8" else const(0)
+        with cgutils.for_range(builder, builder.sub(k_len_, fma_from)) as loop:
+            k = builder.add(fma_from, loop.index)
             row = builder.add(first, builder.mul(k, panel_width))
             bs = []
             for q in range(NP):
@@ -160,14 +335,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
                 for slot, b_vec in zip(slots[r], bs):
                     builder.store(builder.call(fma, [a_vec, b_vec, builder.load(slot)]), slot)
 
-        if fmt == "int8":  # C += scale ⊙ sum, the scales at the head of each panel
-            scales = []
-            for q in range(NP):
-                head = builder.gep(b_ptr, [builder.add(b_off_, builder.mul(b_stride_, const(q)))])
-                floats = builder.bitcast(head, scalar.as_pointer())
-                scales.extend(builder.load(vector_at(floats, const(v * width)), align=align) for v in range(NV))
+        if fmt == "int8":  # C += scale ⊙ sum of the float32 products
             for r in range(MR):
-                for slot, col, scale in zip(slots[r], cols, scales):
+                for slot, col, scale in zip(slots[r], cols, panel_scales()):
                     target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
                     total = builder.call(fma, [builder.load(slot), scale, builder.load(target, align=align)])
                     builder.store(total, target, align=align)
@@ -194,10 +364,39 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
                 lanes_ = nr // nv
                 panel = panel.reshape(k_len, nv // 2, lanes_, 2).transpose(0, 1, 3, 2).reshape(k_len, nr)
                 panel = (panel.astype(np.uint32) << 16).view(np.float32)
+            if head:  # int8: the pairs of rows back in column order
+                panel = _in_row_order(panel, k_len, nr)
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
-                total = c[start : start + nr] if head == 0 else np.zeros(nr, c.dtype)
+                if head:
+                    total = _int8_products(packed_a[:, r], panel, k_len)
+                    c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)
+                    continue
+                total = c[start : start + nr]
                 for k in range(k_len):
                     total += packed_a[k, r] * panel[k].astype(c.dtype)
-                if head:
-                    c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)
+
+    def _in_row_order(panel, k_len, nr):
+        even = k_len - k_len % 2
+        out = panel.copy()
+        out[:even] = panel[:even].reshape(even // 2, nr, 2).swapaxes(1, 2).reshape(even, nr)
+        return out
+
+    def _int8_products(a, panel, k_len):
+        """sum_k a[k]·panel[k] as the kernel computes it: the pairs of rows with ``a`` quantised to
+        int16 (exact integer sums), a last odd row in float32."""
+        even = k_len - k_len % 2
+        f32 = np.float32
+        total = np.zeros(panel.shape[1], f32)
+        peak = np.abs(a[:even]).max() if even else f32(0)
+        if not np.isfinite(peak):
+            for k in range(even):
+                total += a[k] * panel[k].astype(f32)
+        elif even:
+            inverse = f32(32767) / peak if peak > 0 else f32(0)
+            q = np.rint(a[:even] * inverse).astype(np.int64)
+            total += (q @ panel[:even].astype(np.int64)).astype(f32)
+            total *= peak / f32(32767)
+        for k in range(even, k_len):
+            total += a[k] * panel[k].astype(f32)
+        return total
