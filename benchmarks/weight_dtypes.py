@@ -508,9 +508,14 @@ def readme_table(data):
         if r["available"]:
             name = "OpenVINO default" if r["implementation"].startswith("OpenVINO default") else r["implementation"]
             speed.setdefault(r["shape"], {})[name] = r
+    default = next(  # "OpenVINO default (bf16)" or "(f32)": the precision the plugin chose
+        (r["implementation"] for r in data["speed"] if r["implementation"].startswith("OpenVINO default (")),
+        "OpenVINO default",
+    )
     columns = ["fastgru float32", "fastgru bfloat16", "fastgru int8", "torch float32", TORCH_INT8, "OpenVINO f32"]
+    columns.append("OpenVINO default")
     lines = [
-        "| shape | " + " | ".join(f"{c} µs" for c in columns) + " |",
+        "| shape | " + " | ".join(f"{default if c == 'OpenVINO default' else c} µs" for c in columns) + " |",
         "|---|" + "---|" * len(columns),
     ]
     for shape, rows in speed.items():
@@ -524,7 +529,8 @@ def readme_table(data):
             else:
                 cells.append(f"{_fmt(row['us'])} ({_fmt(row['ratio_to_fastgru_float32'], 2)})")
         lines.append(f"| {shape} | " + " | ".join(cells) + " |")
-    modes = ["fastgru float32", "fastgru bfloat16", "fastgru int8", TORCH_INT8, "bf16 emulation (NumPy, not OpenVINO)"]
+    modes = ["fastgru float32", "fastgru bfloat16", "fastgru int8", TORCH_INT8, default]
+    modes.append("bf16 emulation (NumPy, not OpenVINO)")
     errors = {}
     for r in data["accuracy_sequence"]:
         if r["available"] and r["mode"] in modes:
