@@ -332,8 +332,8 @@ def test_warmup_compiles_the_kernels_of_compact_weights():
 def test_int8_products_quantise_each_row_as_stated(k_len, special):
     """The micro-kernel's int8 products, tile by tile, against NumPy doing what ``tile_fma`` states:
     A's rows quantised to 16 bits by their own peak over the pairs of rows, integer sums of at most
-    INT8_PAIRS_PER_SUM pairs, a last odd row in float32, and float32 throughout for a tile whose A
-    has an infinite or NaN element (inside the pairs)."""
+    INT8_PAIRS_PER_SUM pairs, a last odd row in float32, and float32 throughout for a row with an
+    infinite or NaN element (inside the pairs), the other rows of its tile unchanged."""
     from numba import njit
 
     from fastgru._isa import GEOMETRY
@@ -365,7 +365,7 @@ def test_int8_products_quantise_each_row_as_stated(k_len, special):
         want = c0.astype(np.float64)
         peaks = np.abs(a[:even]).max(axis=0) if even else np.zeros(mr, np.float32)
         for r in range(mr):
-            if np.isfinite(peaks).all():
+            if np.isfinite(peaks[r]):
                 inverse = np.float32(32767) / peaks[r] if peaks[r] > 0 else np.float32(0)
                 qa = np.rint(a[:even, r] * inverse).astype(np.int64)
                 step = peaks[r] / np.float32(32767)
@@ -385,3 +385,21 @@ def test_int8_products_quantise_each_row_as_stated(k_len, special):
         finite = np.isfinite(want)
         assert np.array_equal(c[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]), f"tile {mr}x{n_panels}"
         assert (np.abs(c[finite] - want[finite]) <= 1e-6 * size[finite]).all(), f"tile {mr}x{n_panels}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_row_with_an_infinity_leaves_the_other_rows_bits_alone(fmt):
+    """A row's result depends on that row alone, whatever tile it shares: with an infinite input in
+    one row of the batch, every other row gives the bits it gives on its own (int8 multiplies a
+    non-finite row in float32, and only that row)."""
+    rng = np.random.default_rng(11)
+    h, i, s, n = 24, 10, 5, 9
+    W, R, B = _weights(rng, 1, h, i, False)
+    op = fastgru.GRUSequence(W, R, B, weight_dtype=fmt)
+    X, h0 = rng.standard_normal((n, s, i)).astype(np.float32), rng.standard_normal((n, 1, h)).astype(np.float32)
+    X[3, 2, 4] = np.inf
+    Y, Ho = op(X, h0, np.full(n, s))
+    for b in (0, 2, 4, 8):
+        Yb, Hob = op(X[b : b + 1], h0[b : b + 1], [s])
+        np.testing.assert_array_equal(Y[b : b + 1], Yb, err_msg=f"row {b}")
+        np.testing.assert_array_equal(Ho[b : b + 1], Hob, err_msg=f"row {b}")

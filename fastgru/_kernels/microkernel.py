@@ -94,8 +94,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     int8 weights multiply A quantised per row to 16 bits: A[k, r] ≈ s_r·a_kr with s_r = max_k
     |A[k, r]| / 32767 and a_kr = round(A[k, r] / s_r) (|error| <= s_r/2 and a float32 rounding), so
     that two rows' products are one integer multiply-add of pairs (VPMADDWD), exact in int32; the
-    int32 sums of 128 pairs of rows (at most 2**30.1) go to float32 sums, times s_r at the end. A
-    tile whose A has an infinite or NaN element is multiplied in float32 instead; a last odd row too.
+    int32 sums of 128 pairs of rows (at most 2**30.1) go to float32, times s_r, into C. A row of A
+    with an infinite or NaN element is multiplied in float32 instead, and a last odd row: each row's
+    result depends on that row alone, whatever the tile.
     """
     if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
         return None
@@ -168,8 +169,9 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
             return scales
 
         def int8_pairs():
-            """slots += the products of rows (2u, 2u + 1) for 2u + 1 < k_len, A quantised per row to int16
-            (float32 where A has a non-finite element); returns the first row left."""
+            """C or slots += the products of rows (2u, 2u + 1) for 2u + 1 < k_len, A quantised per row to
+            int16 (into C), or in float32 where A's row has a non-finite element (into slots); returns
+            the first row left."""
             i32 = ir.IntType(32)
             rows_f, rows_i = ir.VectorType(scalar, MR), ir.VectorType(i32, MR)
             words, shorts = ir.VectorType(i32, width), ir.VectorType(ir.IntType(16), 2 * width)
@@ -228,84 +230,84 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
                 at = builder.add(a_off_, builder.mul(builder.add(done, loop.index), const(MR)))
                 builder.store(larger(magnitude_bits(at, rows_i), builder.load(peak_slot)), peak_slot)
             peak_bits = builder.load(peak_slot)
-            below_inf = builder.icmp_signed("<", peak_bits, ir.Constant(rows_i, [0x7F800000] * MR))
+            finite = builder.icmp_signed("<", peak_bits, ir.Constant(rows_i, [0x7F800000] * MR))
             peak = builder.bitcast(peak_bits, rows_f)
-            finite = builder.extract_element(below_inf, zero32)
-            for r in range(1, MR):
-                finite = builder.and_(finite, builder.extract_element(below_inf, ir.Constant(i32, r)))
+            zeros_f = ir.Constant(rows_f, None)
+            scaled = builder.and_(finite, builder.fcmp_ordered(">", peak, zeros_f))  # 0: the row adds nothing here
+            step = builder.select(scaled, builder.fdiv(peak, ir.Constant(rows_f, 32767.0)), zeros_f)
+            inverse = builder.select(scaled, builder.fdiv(ir.Constant(rows_f, 32767.0), peak), zeros_f)
             evens = ir.Constant(ir.VectorType(i32, width), list(range(0, 2 * width, 2)))
             odds = ir.Constant(ir.VectorType(i32, width), list(range(1, 2 * width, 2)))
-            with builder.if_else(finite) as (integer, floating):
-                with integer:
-                    step = builder.fdiv(peak, ir.Constant(rows_f, 32767.0))
-                    inverse = builder.fdiv(ir.Constant(rows_f, 32767.0), peak)
-                    inverse = builder.select(
-                        builder.fcmp_ordered(">", peak, ir.Constant(rows_f, None)), inverse, ir.Constant(rows_f, None)
-                    )
 
-                    def quantised(k):  # A's row k as int16 in the low halves of i32s
-                        q = builder.fptosi(builder.call(rint, [builder.fmul(a_rows(k), inverse)]), rows_i)
-                        return builder.and_(q, ir.Constant(rows_i, [0xFFFF] * MR))
+            def quantised(k):  # A's row k as int16 in the low halves of i32s (zeros for a non-finite row)
+                a_k = builder.select(finite, a_rows(k), zeros_f)
+                q = builder.fptosi(builder.call(rint, [builder.fmul(a_k, inverse)]), rows_i)
+                return builder.and_(q, ir.Constant(rows_i, [0xFFFF] * MR))
 
-                    sums = [[cgutils.alloca_once(builder, words) for _ in cols] for _ in range(MR)]
-                    blocks = builder.udiv(builder.add(pairs, const(INT8_PAIRS_PER_SUM - 1)), const(INT8_PAIRS_PER_SUM))
-                    with cgutils.for_range(builder, blocks) as block:
-                        u0 = builder.mul(block.index, const(INT8_PAIRS_PER_SUM))
-                        count = builder.sub(pairs, u0)
-                        count = builder.select(
-                            builder.icmp_signed("<", count, const(INT8_PAIRS_PER_SUM)), count, const(INT8_PAIRS_PER_SUM)
-                        )
-                        for row in sums:
-                            for slot in row:
-                                builder.store(ir.Constant(words, None), slot)
-                        with cgutils.for_range(builder, count) as loop:
-                            u = builder.add(u0, loop.index)
-                            bs = [
-                                builder.sext(builder.sext(pair_bytes_at(u, q, v), shorts), wide)
-                                for q in range(NP)
-                                for v in range(NV)
-                            ]
-                            even = quantised(builder.shl(u, const(1)))
-                            odd = quantised(builder.add(builder.shl(u, const(1)), const(1)))
-                            both = builder.or_(even, builder.shl(odd, ir.Constant(rows_i, [16] * MR)))
-                            for r in range(MR):
-                                a_pair = splat_of(builder.extract_element(both, ir.Constant(i32, r)), words)
-                                a_wide = builder.sext(builder.bitcast(a_pair, shorts), wide)
-                                for slot, b_wide in zip(sums[r], bs):
-                                    products = builder.mul(a_wide, b_wide)
-                                    two = builder.add(
-                                        builder.shuffle_vector(products, products, evens),
-                                        builder.shuffle_vector(products, products, odds),
-                                    )
-                                    builder.store(builder.add(builder.load(slot), two), slot)
-                        for r in range(MR):  # C += scale ⊙ (s_r · sum): no float32 sums live in the loop
-                            s_r = splat_of(builder.extract_element(step, ir.Constant(i32, r)), vec)
-                            for total, col, scale in zip(sums[r], cols, panel_scales()):
-                                target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
-                                in_a = builder.fmul(builder.sitofp(builder.load(total), vec), s_r)
-                                total = builder.call(fma, [in_a, scale, builder.load(target, align=align)])
-                                builder.store(total, target, align=align)
-                with floating:
-                    with cgutils.for_range(builder, pairs) as loop:
-                        u = loop.index
-                        halves = []
-                        for q in range(NP):
-                            for v in range(NV):
-                                both = pair_bytes_at(u, q, v)
-                                halves.append(
-                                    (
-                                        builder.sitofp(builder.shuffle_vector(both, both, evens), vec),
-                                        builder.sitofp(builder.shuffle_vector(both, both, odds), vec),
-                                    )
+            sums = [[cgutils.alloca_once(builder, words) for _ in cols] for _ in range(MR)]
+            blocks = builder.udiv(builder.add(pairs, const(INT8_PAIRS_PER_SUM - 1)), const(INT8_PAIRS_PER_SUM))
+            with cgutils.for_range(builder, blocks) as block:
+                u0 = builder.mul(block.index, const(INT8_PAIRS_PER_SUM))
+                count = builder.sub(pairs, u0)
+                count = builder.select(
+                    builder.icmp_signed("<", count, const(INT8_PAIRS_PER_SUM)), count, const(INT8_PAIRS_PER_SUM)
+                )
+                for row in sums:
+                    for slot in row:
+                        builder.store(ir.Constant(words, None), slot)
+                with cgutils.for_range(builder, count) as loop:
+                    u = builder.add(u0, loop.index)
+                    bs = [
+                        builder.sext(builder.sext(pair_bytes_at(u, q, v), shorts), wide)
+                        for q in range(NP)
+                        for v in range(NV)
+                    ]
+                    even = quantised(builder.shl(u, const(1)))
+                    odd = quantised(builder.add(builder.shl(u, const(1)), const(1)))
+                    both = builder.or_(even, builder.shl(odd, ir.Constant(rows_i, [16] * MR)))
+                    for r in range(MR):
+                        a_pair = splat_of(builder.extract_element(both, ir.Constant(i32, r)), words)
+                        a_wide = builder.sext(builder.bitcast(a_pair, shorts), wide)
+                        for slot, b_wide in zip(sums[r], bs):
+                            products = builder.mul(a_wide, b_wide)
+                            two = builder.add(
+                                builder.shuffle_vector(products, products, evens),
+                                builder.shuffle_vector(products, products, odds),
+                            )
+                            builder.store(builder.add(builder.load(slot), two), slot)
+                for r in range(MR):  # C += scale ⊙ (s_r · sum): no float32 sums live in the loop
+                    s_r = splat_of(builder.extract_element(step, ir.Constant(i32, r)), vec)
+                    for total, col, scale in zip(sums[r], cols, panel_scales()):
+                        target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
+                        in_a = builder.fmul(builder.sitofp(builder.load(total), vec), s_r)
+                        total = builder.call(fma, [in_a, scale, builder.load(target, align=align)])
+                        builder.store(total, target, align=align)
+
+            # Rows with an infinite or NaN element: their pairs in float32 (the other rows' A as zeros).
+            all_finite = builder.extract_element(finite, zero32)
+            for r in range(1, MR):
+                all_finite = builder.and_(all_finite, builder.extract_element(finite, ir.Constant(i32, r)))
+            with builder.if_then(builder.not_(all_finite), likely=False):
+                with cgutils.for_range(builder, pairs) as loop:
+                    u = loop.index
+                    halves = []
+                    for q in range(NP):
+                        for v in range(NV):
+                            both = pair_bytes_at(u, q, v)
+                            halves.append(
+                                (
+                                    builder.sitofp(builder.shuffle_vector(both, both, evens), vec),
+                                    builder.sitofp(builder.shuffle_vector(both, both, odds), vec),
                                 )
-                        for part, k in enumerate(
-                            (builder.shl(u, const(1)), builder.add(builder.shl(u, const(1)), const(1)))
-                        ):
-                            a_k = a_rows(k)
-                            for r in range(MR):
-                                a_vec = splat_of(builder.extract_element(a_k, ir.Constant(i32, r)), vec)
-                                for slot, half in zip(slots[r], halves):
-                                    builder.store(builder.call(fma, [a_vec, half[part], builder.load(slot)]), slot)
+                            )
+                    for part, k in enumerate(
+                        (builder.shl(u, const(1)), builder.add(builder.shl(u, const(1)), const(1)))
+                    ):
+                        a_k = builder.select(finite, zeros_f, a_rows(k))
+                        for r in range(MR):
+                            a_vec = splat_of(builder.extract_element(a_k, ir.Constant(i32, r)), vec)
+                            for slot, half in zip(slots[r], halves):
+                                builder.store(builder.call(fma, [a_vec, half[part], builder.load(slot)]), slot)
             return builder.shl(pairs, const(1))
 
         fma = cgutils.get_or_insert_function(
