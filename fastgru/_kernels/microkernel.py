@@ -239,55 +239,57 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
             evens = ir.Constant(ir.VectorType(i32, width), list(range(0, 2 * width, 2)))
             odds = ir.Constant(ir.VectorType(i32, width), list(range(1, 2 * width, 2)))
 
-            def quantised(k):  # A's row k as int16 in the low halves of i32s (zeros for a non-finite row)
-                a_k = builder.select(finite, a_rows(k), zeros_f)
+            keep = builder.select(finite, ir.Constant(rows_i, [-1] * MR), ir.Constant(rows_i, None))
+
+            def quantised(k, masked):  # A's row k as int16 in the low halves of i32s (zeros where not finite)
+                a_k = a_rows(k)
+                if masked:
+                    a_k = builder.bitcast(builder.and_(builder.bitcast(a_k, rows_i), keep), rows_f)
                 q = builder.fptosi(builder.call(rint, [builder.fmul(a_k, inverse)]), rows_i)
                 return builder.and_(q, ir.Constant(rows_i, [0xFFFF] * MR))
 
             sums = [[cgutils.alloca_once(builder, words) for _ in cols] for _ in range(MR)]
-            blocks = builder.udiv(builder.add(pairs, const(INT8_PAIRS_PER_SUM - 1)), const(INT8_PAIRS_PER_SUM))
-            with cgutils.for_range(builder, blocks) as block:
-                u0 = builder.mul(block.index, const(INT8_PAIRS_PER_SUM))
-                count = builder.sub(pairs, u0)
-                count = builder.select(
-                    builder.icmp_signed("<", count, const(INT8_PAIRS_PER_SUM)), count, const(INT8_PAIRS_PER_SUM)
-                )
-                for row in sums:
-                    for slot in row:
-                        builder.store(ir.Constant(words, None), slot)
-                with cgutils.for_range(builder, count) as loop:
-                    u = builder.add(u0, loop.index)
-                    bs = [
-                        builder.sext(builder.sext(pair_bytes_at(u, q, v), shorts), wide)
-                        for q in range(NP)
-                        for v in range(NV)
-                    ]
-                    even = quantised(builder.shl(u, const(1)))
-                    odd = quantised(builder.add(builder.shl(u, const(1)), const(1)))
-                    both = builder.or_(even, builder.shl(odd, ir.Constant(rows_i, [16] * MR)))
-                    for r in range(MR):
-                        a_pair = splat_of(builder.extract_element(both, ir.Constant(i32, r)), words)
-                        a_wide = builder.sext(builder.bitcast(a_pair, shorts), wide)
-                        for slot, b_wide in zip(sums[r], bs):
-                            products = builder.mul(a_wide, b_wide)
-                            two = builder.add(
-                                builder.shuffle_vector(products, products, evens),
-                                builder.shuffle_vector(products, products, odds),
-                            )
-                            builder.store(builder.add(builder.load(slot), two), slot)
-                for r in range(MR):  # C += scale ⊙ (s_r · sum): no float32 sums live in the loop
-                    s_r = splat_of(builder.extract_element(step, ir.Constant(i32, r)), vec)
-                    for total, col, scale in zip(sums[r], cols, panel_scales()):
-                        target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
-                        in_a = builder.fmul(builder.sitofp(builder.load(total), vec), s_r)
-                        total = builder.call(fma, [in_a, scale, builder.load(target, align=align)])
-                        builder.store(total, target, align=align)
 
-            # Rows with an infinite or NaN element: their pairs in float32 (the other rows' A as zeros).
-            all_finite = builder.extract_element(finite, zero32)
-            for r in range(1, MR):
-                all_finite = builder.and_(all_finite, builder.extract_element(finite, ir.Constant(i32, r)))
-            with builder.if_then(builder.not_(all_finite), likely=False):
+            def integer_products(masked):
+                blocks = builder.udiv(builder.add(pairs, const(INT8_PAIRS_PER_SUM - 1)), const(INT8_PAIRS_PER_SUM))
+                with cgutils.for_range(builder, blocks) as block:
+                    u0 = builder.mul(block.index, const(INT8_PAIRS_PER_SUM))
+                    count = builder.sub(pairs, u0)
+                    count = builder.select(
+                        builder.icmp_signed("<", count, const(INT8_PAIRS_PER_SUM)), count, const(INT8_PAIRS_PER_SUM)
+                    )
+                    for row in sums:
+                        for slot in row:
+                            builder.store(ir.Constant(words, None), slot)
+                    with cgutils.for_range(builder, count) as loop:
+                        u = builder.add(u0, loop.index)
+                        bs = [
+                            builder.sext(builder.sext(pair_bytes_at(u, q, v), shorts), wide)
+                            for q in range(NP)
+                            for v in range(NV)
+                        ]
+                        even = quantised(builder.shl(u, const(1)), masked)
+                        odd = quantised(builder.add(builder.shl(u, const(1)), const(1)), masked)
+                        both = builder.or_(even, builder.shl(odd, ir.Constant(rows_i, [16] * MR)))
+                        for r in range(MR):
+                            a_pair = splat_of(builder.extract_element(both, ir.Constant(i32, r)), words)
+                            a_wide = builder.sext(builder.bitcast(a_pair, shorts), wide)
+                            for slot, b_wide in zip(sums[r], bs):
+                                products = builder.mul(a_wide, b_wide)
+                                two = builder.add(
+                                    builder.shuffle_vector(products, products, evens),
+                                    builder.shuffle_vector(products, products, odds),
+                                )
+                                builder.store(builder.add(builder.load(slot), two), slot)
+                    for r in range(MR):  # C += scale ⊙ (s_r · sum): no float32 sums live in the loop
+                        s_r = splat_of(builder.extract_element(step, ir.Constant(i32, r)), vec)
+                        for total, col, scale in zip(sums[r], cols, panel_scales()):
+                            target = vector_at(c_ptr, builder.add(c_rows[r], const(col)))
+                            in_a = builder.fmul(builder.sitofp(builder.load(total), vec), s_r)
+                            total = builder.call(fma, [in_a, scale, builder.load(target, align=align)])
+                            builder.store(total, target, align=align)
+
+            def float_products():  # slots += the pairs of the non-finite rows, in float32
                 with cgutils.for_range(builder, pairs) as loop:
                     u = loop.index
                     halves = []
@@ -308,6 +310,19 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
                             a_vec = splat_of(builder.extract_element(a_k, ir.Constant(i32, r)), vec)
                             for slot, half in zip(slots[r], halves):
                                 builder.store(builder.call(fma, [a_vec, half[part], builder.load(slot)]), slot)
+
+            # A tile of finite rows takes the integer products alone; one with an infinite or NaN
+            # element in some rows takes them for the other rows (those rows' A as zeros), then the
+            # pairs of those rows in float32 (the other rows' A as zeros).
+            all_finite = builder.extract_element(finite, zero32)
+            for r in range(1, MR):
+                all_finite = builder.and_(all_finite, builder.extract_element(finite, ir.Constant(i32, r)))
+            with builder.if_else(all_finite, likely=True) as (plain, special):
+                with plain:
+                    integer_products(masked=False)
+                with special:
+                    integer_products(masked=True)
+                    float_products()
             return builder.shl(pairs, const(1))
 
         fma = cgutils.get_or_insert_function(
