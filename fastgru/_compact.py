@@ -3,8 +3,9 @@
 At batch 1 a GRU reads all of R (and of W, for a short call) at every step, and the step takes as
 long as those bytes take to arrive: storing them in 2 bytes (bfloat16) or 1 byte (int8) instead
 of float32's 4 moves fewer. The kernels widen them in registers (``_kernels/microkernel.tile_fma``)
-and compute everything else as the float32 path does (int8 rounds each product's left operand to
-16 bits per row, ``tile_fma``): inputs, states, outputs, the bias and every sum stay float32.
+and compute everything else as the float32 path does (int8 on AVX-512 with VNNI rounds each
+product's left operand to 16 bits per row, ``tile_fma``): inputs, states, outputs, the bias and
+every sum stay float32.
 
 - ``"bfloat16"``: each weight rounded to the nearest bfloat16 (ties to even; infinities and NaN
   kept): |w' - w| <= 2**-8 |w| (8 significant bits), or <= 2**-134 below 2**-126.
@@ -12,13 +13,13 @@ and compute everything else as the float32 path does (int8 rounds each product's
   s = max|row| / 127 (float32), q = round(w / s) in [-127, 127], w' = q·s:
   |w' - w| <= s·(1/2 + 2**-16) + 2**-143 (half a step, float32's rounding of w / s, and of a
   subnormal s); a row whose max|w| is below 127·2**-149 is stored as zeros. The kernel computes
-  C += s · Σ_k a_k q_k with each product's A rounded per row to 16 bits (``tile_fma``). Weights
-  must be finite.
+  C += s · Σ_k a_k q_k, with each product's A rounded per row to 16 bits where ``INT8_VNNI``
+  (``tile_fma``). Weights must be finite.
 
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
 elements uint16 (a bfloat16's bits, each pair of vectors interleaved: ``microkernel.bf16_pairs``) or
-int8 (two rows interleaved column by column: ``microkernel.k_pairs``), an int8 panel headed by its NR
-columns' float32 scales;
+int8 (where ``INT8_VNNI``, two rows interleaved column by column: ``microkernel.int8_layout``), an
+int8 panel headed by its NR columns' float32 scales;
 then the bias (D, 4, H) in float32, at the float32 offset ``layout.bias_start`` gives.
 """
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from ._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, pack_weights
 from ._kernels.memory import aligned
-from ._kernels.microkernel import SCALE_BYTES, bf16_pairs, k_pairs
+from ._kernels.microkernel import SCALE_BYTES, bf16_pairs, int8_layout
 from ._validate import FastGRUError
 
 #: ``weight_dtype`` values: the element type the kernels read for each.
@@ -113,7 +114,7 @@ def pack_compact(op, weight_dtype, W, R, B):
         padded[:, :gate_cols] = scales
         part = np.empty((n_dirs, n_panels, head + k_len * nr), np.int8)
         part[:, :, :head] = padded.reshape(n_dirs, n_panels, nr).view(np.int8)
-        part[:, :, head:] = k_pairs(values.astype(np.int8), k_len, nr)
+        part[:, :, head:] = int8_layout(values.astype(np.int8), k_len, nr)
         parts.append(part.reshape(-1))
     panels = sum(part.size for part in parts)
     out = aligned(_sized(panels, n_dirs * 4 * n_hidden), FORMATS[weight_dtype])

@@ -34,7 +34,7 @@ from pathlib import Path
 import numba
 from numba.core import caching
 
-from ._isa import GEOMETRY
+from ._isa import GEOMETRY, INT8_VNNI
 from ._validate import FastGRUError
 
 #: Persist compiled kernels on disk (Numba's cache) so later processes skip the compile.
@@ -74,8 +74,8 @@ def _sources_digest():
     return digest.hexdigest()[:12]
 
 
-#: The sub-folder of this geometry and these sources.
-CACHE_TAG = f"numba-{GEOMETRY.name}-{_sources_digest()}"
+#: The sub-folder of this geometry (with its int8 weights' layout) and these sources.
+CACHE_TAG = f"numba-{GEOMETRY.name}{'-vnni' if INT8_VNNI else ''}-{_sources_digest()}"
 
 
 def _writable(folder):

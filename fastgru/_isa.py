@@ -39,8 +39,8 @@ from numba.core import registry
 from ._tuning import GEOMETRIES
 from ._validate import FastGRUError
 
-#: The features the geometries care about, in LLVM's names.
-_FEATURES = ("avx512f", "avx2", "fma")
+#: The features the geometries care about, in LLVM's names (avx512vnni: int8 weights' integer products).
+_FEATURES = ("avx512f", "avx2", "fma", "avx512vnni")
 
 _PROBE = """
 define void @probe(<16 x float>* %p) {
@@ -191,12 +191,21 @@ def _setup():
 #: geometries care about), 'portable' or 'host', and why not portable when asked.
 GEOMETRY, TARGET_CPU, TARGET_FEATURES, CPU_MODE, CPU_NOTE = _setup()
 
+#: int8 weights multiplied as integers, each product's left operand rounded per row to 16 bits
+#: (``_kernels/microkernel.tile_fma``), in their layout: where the avx512 geometry compiles for a CPU
+#: with AVX512_VNNI (its own model; a portable level or a CPU named by NUMBA_CPU_NAME does not say
+#: so). Elsewhere int8 weights are widened to float32, which measured faster on AVX2 code
+#: (benchmarks/tuning.md, "Tuning: compact weights").
+INT8_VNNI = GEOMETRY.name == "avx512" and "avx512vnni" in TARGET_FEATURES
+
 
 def describe():
     """One line for ``python -m fastgru info`` and the benchmarks' records."""
     g = GEOMETRY
     features = ", ".join(sorted(TARGET_FEATURES)) or "none of avx512f, avx2, fma"
+    int8 = "integer products (avx512vnni)" if INT8_VNNI else "widened to float32"
     return (
-        f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {g.float32_tiles()}; {g.note}); "
+        f"{g.name} ({g.vector_bytes * 8}-bit vectors, float32 tiles {g.float32_tiles()}; {g.note}; "
+        f"int8 weights {int8}); "
         f"compiled for {TARGET_CPU} ({features}; FASTGRU_CPU={CPU_MODE}{': ' + CPU_NOTE if CPU_NOTE else ''})"
     )

@@ -19,7 +19,7 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .._isa import GEOMETRY
+from .._isa import GEOMETRY, INT8_VNNI
 
 #: Bytes of one vector register of this process's geometry.
 VECTOR_BYTES = GEOMETRY.vector_bytes
@@ -54,6 +54,12 @@ def k_pairs(values, k_len, nr):
     return out.reshape(values.shape)
 
 
+def int8_layout(values, k_len, nr):
+    """int8 panels (as ``k_pairs`` takes them) in the layout this process's kernels read: pairs of
+    rows for the integer products (``INT8_VNNI``), else rows in order."""
+    return k_pairs(values, k_len, nr) if INT8_VNNI else values
+
+
 #: Pairs of rows whose int32 sums the int8 products accumulate before they go to float32:
 #: 128·2·32767·127 < 2**31.
 INT8_PAIRS_PER_SUM = 128
@@ -86,12 +92,12 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
         (2u, 2u + 1) holds column 2u·L + l in its low half and (2u + 1)·L + l in its high half, and
         one load, a shift and a mask make the two float32 vectors (exact);
         int8: the panel starts with NR float32 scales (SCALE_BYTES each), its weights follow at
-        b_off + q*b_stride + SCALE_BYTES*NR, two rows in each pair of bytes (``k_pairs``), and
-        C[r, col] += scale[col] * sum_k A[k, r] * B[k, col] (the sum from zero, then one fused
-        multiply-add), by integer products (below).
+        b_off + q*b_stride + SCALE_BYTES*NR, and C[r, col] += scale[col] * sum_k A[k, r] * B[k, col]
+        (the sum from zero, then one fused multiply-add); where ``INT8_VNNI``, two rows in each pair
+        of bytes (``k_pairs``), by integer products (below).
     mr, np_, nv : integer literals (MR rows, NP panels, NV vectors per panel).
 
-    int8 weights multiply A quantised per row to 16 bits: A[k, r] ≈ s_r·a_kr with s_r = max_k
+    Where ``INT8_VNNI``, int8 weights multiply A quantised per row to 16 bits: A[k, r] ≈ s_r·a_kr with s_r = max_k
     |A[k, r]| / 32767 and a_kr = round(A[k, r] / s_r) (|error| <= s_r/2 and a float32 rounding), so
     that two rows' products are one integer multiply-add of pairs (VPMADDWD), exact in int32; the
     int32 sums of 128 pairs of rows (at most 2**30.1) go to float32, times s_r, into C. A row of A
@@ -333,7 +339,7 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
         zero32 = ir.Constant(ir.IntType(32), 0)
         panel_width = const(NV * width)
         first = builder.add(b_off_, const(SCALE_BYTES * NV * width)) if fmt == "int8" else b_off_
-        fma_from = int8_pairs() if fmt == "int8" else const(0)
+        fma_from = int8_pairs() if fmt == "int8" and INT8_VNNI else const(0)
         with cgutils.for_range(builder, builder.sub(k_len_, fma_from)) as loop:
             k = builder.add(fma_from, loop.index)
             row = builder.add(first, builder.mul(k, panel_width))
@@ -381,17 +387,19 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
                 lanes_ = nr // nv
                 panel = panel.reshape(k_len, nv // 2, lanes_, 2).transpose(0, 1, 3, 2).reshape(k_len, nr)
                 panel = (panel.astype(np.uint32) << 16).view(np.float32)
-            if head:  # int8: the pairs of rows back in column order
+            if head and INT8_VNNI:  # int8: the pairs of rows back in column order
                 panel = _in_row_order(panel, k_len, nr)
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
-                if head:
+                if head and INT8_VNNI:
                     total = _int8_products(packed_a[:, r], panel, k_len)
                     c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)
                     continue
-                total = c[start : start + nr]
+                total = c[start : start + nr] if head == 0 else np.zeros(nr, c.dtype)
                 for k in range(k_len):
                     total += packed_a[k, r] * panel[k].astype(c.dtype)
+                if head:
+                    c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)
 
     def _in_row_order(panel, k_len, nr):
         even = k_len - k_len % 2
