@@ -10,7 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import assert_close, on_every_path
+from conftest import TOLERANCES, assert_close, on_every_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +44,8 @@ def _assert_matches(fmt, got, want, what):
         return
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         assert g.shape == w.shape and g.dtype == w.dtype, what
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=INT8_ACTIVATIONS_ATOL, equal_nan=True, err_msg=what)
+        rtol, atol = TOLERANCES[w.dtype.name]
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol + INT8_ACTIVATIONS_ATOL, equal_nan=True, err_msg=what)
 
 
 def _on_weights_of(op, W, R):
