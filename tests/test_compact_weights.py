@@ -3,6 +3,7 @@ the NumPy reference run on the weights the op computes with; the same bits on ev
 stated error bounds, per weight (over the whole float32 domain for bfloat16) and per step; the
 default unchanged; bad values refused with clear errors."""
 
+import functools
 import itertools
 import subprocess
 import sys
@@ -329,6 +330,19 @@ def test_warmup_compiles_the_kernels_of_compact_weights():
     assert done.stdout.strip() == f"[[], [], [], []] [{every}, {every}, {every}, {every}]"
 
 
+@functools.cache
+def _tile_runner(mr, n_panels):
+    """``tile_fma`` on one tile of ``mr`` rows and ``n_panels`` panels, compiled once per tile for all
+    the cases (the tile's sizes are constants of the compiled function, as tile_fma needs)."""
+    from numba import njit
+
+    from fastgru._isa import GEOMETRY
+    from fastgru._kernels.microkernel import tile_fma
+
+    nv = GEOMETRY.panel_vectors
+    return njit(lambda c, ldc, a, b, stride, k: tile_fma(c, 0, ldc, a, 0, b, 0, stride, k, mr, n_panels, nv))
+
+
 @pytest.mark.parametrize("k_len", [1, 7, 36, 257, 600])
 @pytest.mark.parametrize("special", [None, np.inf, np.nan])
 def test_int8_products_quantise_each_row_as_stated(k_len, special):
@@ -338,20 +352,15 @@ def test_int8_products_quantise_each_row_as_stated(k_len, special):
     infinite or NaN element (inside the pairs), the other rows of its tile unchanged."""
     if not INT8_VNNI:
         pytest.skip("int8 weights are widened to float32 on this target (INT8_VNNI is for AVX-512 with VNNI)")
-    from numba import njit
 
     from fastgru._isa import GEOMETRY
-    from fastgru._kernels.microkernel import INT8_PAIRS_PER_SUM, SCALE_BYTES, k_pairs, lanes, tile_fma
+    from fastgru._kernels.microkernel import INT8_PAIRS_PER_SUM, SCALE_BYTES, k_pairs, lanes
 
     nv = GEOMETRY.panel_vectors
     nr = nv * lanes(np.dtype(np.float32))
-
-    def tile(mr, n_panels):  # the tile's sizes are constants of the compiled function, as tile_fma needs
-        return njit(lambda c, ldc, a, b, stride, k: tile_fma(c, 0, ldc, a, 0, b, 0, stride, k, mr, n_panels, nv))
-
     rng = np.random.default_rng(k_len)
     for mr, n_panels in GEOMETRY.tiles:
-        run = tile(mr, n_panels)
+        run = _tile_runner(mr, n_panels)
         q = rng.integers(-127, 128, (n_panels, k_len, nr)).astype(np.int8)
         scales = rng.uniform(1e-3, 1e-2, (n_panels, nr)).astype(np.float32)
         stride = SCALE_BYTES * nr + k_len * nr
