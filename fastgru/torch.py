@@ -25,6 +25,7 @@ Importing this module imports torch; ``import fastgru`` does not.
 """
 
 import copy
+import operator
 import os
 import threading
 import weakref
@@ -109,6 +110,11 @@ class _Packs:
             self.packs += 1
         return ops
 
+    def entry(self, key):
+        """The entry of the key of ``get``'s ``key`` (``id(params[0])``), or None: an entry is a new
+        object each time the weights are packed."""
+        return self._entries.get(key)
+
     def discard(self, params):
         """Forget the ops of ``params``: the next call packs them again."""
         if params and params[0] is not None:
@@ -121,6 +127,118 @@ class _Packs:
             entry = self._entries.get(key)
             if entry is not None and entry[0] is ref:
                 del self._entries[key]
+
+
+_VERSION, _DATA_PTR = operator.attrgetter("_version"), torch.Tensor.data_ptr
+
+
+class _Plan:
+    """The short way of a module's calls like its last one on fastgru: the call's shapes and dtype,
+    the attributes and Parameters the full checks saw, and the packed ops they led to.
+
+    A call takes it when its input and hx are plain CPU tensors of the plan's shapes and dtype
+    (float32 or float64), no gradient can be needed (grad mode off), nothing traces or autocasts,
+    the module's weight_dtype and training flag are the plan's, and each Parameter is the
+    registered one with the version and data_ptr it had, and its packed ops are still _PACKS's
+    (``repack`` and a repacking end a plan). Any other call takes the full checks, which make a
+    new plan. A plan holds nothing of one thread: threads share it.
+    """
+
+    __slots__ = (
+        "x_shape",
+        "h_shape",
+        "dtype",
+        "weight_dtype",
+        "training",
+        "names",
+        "params",
+        "versions",
+        "pointers",
+        "key",
+        "entry",
+        "ops",
+    )
+
+    def __init__(self, module, input, hx, names, params, key):
+        self.x_shape, self.h_shape = input.shape, None if hx is None else hx.shape
+        self.dtype, self.weight_dtype, self.training = input.dtype, module.weight_dtype, module.training
+        self.names, self.params = tuple(names), tuple(params)
+        self.versions, self.pointers = tuple(map(_VERSION, params)), tuple(map(_DATA_PTR, params))
+        self.key, self.entry = key, _PACKS.entry(key)
+        self.ops = self.entry[3]
+
+    @staticmethod
+    def possible(module, input, hx, names, params):
+        """Whether a call that just ran on fastgru can leave a plan: plain tensors of float32 or
+        float64, and registered Parameters with version counters (no inference tensors)."""
+        registered = module._parameters
+        return (
+            type(input) is torch.Tensor
+            and (hx is None or type(hx) is torch.Tensor)
+            and (input.dtype is _F32 or input.dtype is _F64)
+            and all(registered.get(name) is p and not p.is_inference() for name, p in zip(names, params))
+        )
+
+    def holds(self, module, input, hx):
+        """Whether this call is like the plan's (see the class docstring)."""
+        if (
+            type(input) is not torch.Tensor
+            or input.shape != self.x_shape
+            or input.dtype is not self.dtype
+            or not input.is_cpu
+            or module.weight_dtype != self.weight_dtype
+            or module.training is not self.training
+        ):
+            return False
+        if hx is None:
+            if self.h_shape is not None:
+                return False
+        elif type(hx) is not torch.Tensor or hx.shape != self.h_shape or hx.dtype is not self.dtype or not hx.is_cpu:
+            return False
+        if torch.is_grad_enabled() or torch.is_autocast_enabled("cpu") or torch.jit.is_tracing() or _traced():
+            return False
+        if _PACKS.entry(self.key) is not self.entry:
+            return False
+        params = self.params  # the registered ones, with their versions and data (C loops: map)
+        return (
+            all(map(operator.is_, map(module._parameters.get, self.names), params))
+            and tuple(map(_VERSION, params)) == self.versions
+            and tuple(map(_DATA_PTR, params)) == self.pointers
+        )
+
+
+def _numpy(t):
+    """A CPU tensor of the compute dtype as a NumPy array (a view), under no grad mode."""
+    return t.detach().numpy() if t.requires_grad else t.numpy()
+
+
+def _planned_gru(stack, input, hx, bidirectional, batch_first):
+    """A GRU's call by its plan: the arrays to ``run_layers`` and back, as ``_gru`` does."""
+    x, h0 = _numpy(input), None if hx is None else _numpy(hx)
+    batched = x.ndim == 3
+    if not batched:
+        x = x[None] if batch_first else x[:, None]
+        h0 = None if h0 is None else h0[:, None]
+    rows = x.shape[0 if batch_first else 1] * (1 + bidirectional)
+    steps = x.shape[1 if batch_first else 0]
+    output, h_n = _with_torch_threads(rows, steps, run_layers, stack, x, h0, None, batch_first)
+    if not batched:
+        output, h_n = output[0] if batch_first else output[:, 0], h_n[:, 0]
+    return torch.from_numpy(output), torch.from_numpy(h_n)
+
+
+def _planned_cell(op, input, hx):
+    """A GRUCell's call by its plan, as ``_gru_cell`` does."""
+    x = _numpy(input)
+    batched = x.ndim == 2
+    x = x if batched else x[None]
+    h = np.zeros((x.shape[0], op.hidden_size), dtype=x.dtype) if hx is None else _numpy(hx).reshape(x.shape[0], -1)
+    h_new = _with_torch_threads(x.shape[0], 1, op, x, h)
+    return torch.from_numpy(h_new if batched else h_new[0])
+
+
+#: The plan of each fastgru module (weakly held: a module's plan goes with it).
+_PLANS = weakref.WeakKeyDictionary()
 
 
 def _bytes(tensor):
@@ -159,10 +277,13 @@ def _pack_gru(params, has_biases, num_layers, bidirectional, weight_dtype):
     return GRUStack(gru_layers(arrays, weight_dtype=weight_dtype)[0])
 
 
+#: torch.nn.GRUCell's weights, in the order of its Parameters (the biases only with bias=True).
+_CELL_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
 def _pack_cell(params, weight_dtype):
     """A prepared GRUCell from torch.nn.GRUCell's weight_ih, weight_hh (, bias_ih, bias_hh)."""
-    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    return gru_cell(*(_weight(name, p) for name, p in zip(names, params)), weight_dtype=weight_dtype)
+    return gru_cell(*(_weight(name, p) for name, p in zip(_CELL_NAMES, params)), weight_dtype=weight_dtype)
 
 
 def _array(t, dtype):
@@ -398,6 +519,9 @@ class GRU(torch.nn.RNNBase):
 
     def forward(self, input, hx=None):
         """torch.nn.GRU's forward: on fastgru's kernels when the conditions of the class hold."""
+        plan = _PLANS.get(self)
+        if plan is not None and plan.holds(self, input, hx):
+            return _planned_gru(plan.ops, input, hx, self.bidirectional, self.batch_first)
         params = self._weights()
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
@@ -405,13 +529,19 @@ class GRU(torch.nn.RNNBase):
             return torch.nn.GRU.forward(self, input, hx)
         if packed:
             return self._forward_packed(input, hx, params)
+        given_hx = hx
         batched = data.dim() == 3
         if not batched:
             input = input.unsqueeze(0 if self.batch_first else 1)
             hx = None if hx is None else hx.unsqueeze(1)
         args = (input, hx, None, params, self.bias, self.num_layers, self.bidirectional, self.batch_first)
         args += (self.weight_dtype,)
-        output, h_n = gru_op(*args) if _traced() else _gru(*args)
+        if _traced():
+            output, h_n = gru_op(*args)
+        else:
+            output, h_n = _gru(*args)
+            if _Plan.possible(self, data, given_hx, self._flat_weights_names, params):
+                _PLANS[self] = _Plan(self, data, given_hx, self._flat_weights_names, params, id(params[0]))
         if not batched:
             return output.squeeze(0 if self.batch_first else 1), h_n.squeeze(1)
         return output, h_n
@@ -517,15 +647,25 @@ class GRUCell(torch.nn.GRUCell):
 
     def forward(self, input, hx=None):
         """torch.nn.GRUCell's forward: on fastgru's kernels when the conditions of the class hold."""
+        plan = _PLANS.get(self)
+        if plan is not None and plan.holds(self, input, hx):
+            return _planned_cell(plan.ops, input, hx)
         params = self._params()
         if not self._fast(input, hx, params):
             return super().forward(input, hx)
+        given, given_hx = input, hx
         batched = input.dim() == 2
         if not batched:
             input = input.unsqueeze(0)
             hx = None if hx is None else hx.unsqueeze(0)
         args = (input, hx, params, self.weight_dtype)
-        h_new = gru_cell_op(*args) if _traced() else _gru_cell(*args)
+        if _traced():
+            h_new = gru_cell_op(*args)
+        else:
+            h_new = _gru_cell(*args)
+            names = _CELL_NAMES[: len(params)]
+            if _Plan.possible(self, given, given_hx, names, params):
+                _PLANS[self] = _Plan(self, given, given_hx, names, params, id(params[0]))
         return h_new if batched else h_new.squeeze(0)
 
     def _fast(self, input, hx, params):

@@ -58,20 +58,23 @@ def check(label, got, want):
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the calls that ran on fastgru (the GRU's and the cell's bodies)."""
-    calls = {"gru": 0, "cell": 0}
-    gru, cell = fastgru_torch._gru, fastgru_torch._gru_cell
+    """Counts the calls that ran on fastgru (the GRU's and the cell's bodies, by the full checks or by
+    a plan: ``calls["planned"]`` of them)."""
+    calls = type("Calls", (dict,), {})(gru=0, cell=0)  # a dict, with the attribute ``planned``
+    planned = {"gru": 0, "cell": 0}
 
-    def counted_gru(*args):
-        calls["gru"] += 1
-        return gru(*args)
+    def counted(kind, body, by_plan):
+        def run(*args):
+            calls[kind] += 1
+            planned[kind] += by_plan
+            return body(*args)
 
-    def counted_cell(*args):
-        calls["cell"] += 1
-        return cell(*args)
+        return run
 
-    monkeypatch.setattr(fastgru_torch, "_gru", counted_gru)
-    monkeypatch.setattr(fastgru_torch, "_gru_cell", counted_cell)
+    for kind, name, plan_name in (("gru", "_gru", "_planned_gru"), ("cell", "_gru_cell", "_planned_cell")):
+        monkeypatch.setattr(fastgru_torch, name, counted(kind, getattr(fastgru_torch, name), False))
+        monkeypatch.setattr(fastgru_torch, plan_name, counted(kind, getattr(fastgru_torch, plan_name), True))
+    calls.planned = planned
     return calls
 
 
@@ -511,6 +514,112 @@ def test_changed_cell_parameters_are_seen():
         cell.double()
         assert cell(x.double()).dtype is torch.float64
     assert not torch.equal(first, cell.float()(x).detach())
+
+
+# ------------------------------------------------------------------------------------------ plans
+
+
+def _gru_calls(module, x, h0):
+    """The GRU's calls of test_repeated_calls_take_the_plan: (input, hx) batched and not, hx or None."""
+    x1 = x[0] if module.batch_first else x[:, 0]
+    return [(x, h0), (x, None), (x1, h0[:, 0]), (x1, None)]
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_repeated_calls_take_the_plan(bidirectional, batch_first, dtype, spy):
+    """A call like the module's last one takes its plan, and gives the bits of the full path: new
+    tensors each time, for the GRU and the cell, batched or not, with hx or without."""
+    gru = torch.nn.GRU(I, H, num_layers=2, bidirectional=bidirectional, batch_first=batch_first).to(dtype)
+    cell = torch.nn.GRUCell(I, H).to(dtype)
+    fast_gru, fast_cell = fastgru.torch.optimize(gru), fastgru.torch.optimize(cell)
+    rng = np.random.default_rng([bidirectional, batch_first])
+    x = inputs(rng, *((N, S, I) if batch_first else (S, N, I)), dtype=dtype)
+    h0 = inputs(rng, 2 * (1 + bidirectional), N, H, dtype=dtype)
+    cases = [(fast_gru, gru, args) for args in _gru_calls(gru, x, h0)]
+    xc, hc = x[:, 0] if batch_first else x[0], h0[0]  # (N, I), (N, H)
+    cases += [(fast_cell, cell, args) for args in [(xc, hc), (xc, None), (xc[0], hc[0]), (xc[0], None)]]
+    label = str(dtype).removeprefix("torch.")
+    with torch.inference_mode():
+        for fast, module, args in cases:
+            args = args if args[1] is not None else args[:1]
+            first = fast(*args)
+            planned = dict(spy.planned)
+            again = fast(*args)
+            assert sum(spy.planned.values()) == sum(planned.values()) + 1, "the second call takes the plan"
+            first, again = (first, again) if isinstance(first, tuple) else ((first,), (again,))
+            for a, b in zip(first, again):
+                assert torch.equal(a, b) and a is not b and a.data_ptr() != b.data_ptr()
+            check(label, again if len(again) > 1 else again[0], module(*args))
+
+
+def test_a_plan_is_left_when_its_call_differs(spy):
+    """Anything that differs from the plan's call takes the full checks, and whatever they decide:
+    shapes, hx given or not, dtype, grad mode, autocast, training, weight_dtype, the Parameters."""
+    module = torch.nn.GRU(I, H, num_layers=2, batch_first=True, dropout=0.5).eval()
+    fast = fastgru.torch.optimize(module)
+    rng = np.random.default_rng(30)
+    x, h0 = inputs(rng, N, S, I), inputs(rng, 2, N, H)
+
+    def runs(way, call, *args, change=lambda: None):
+        """Makes the plan with ``fast(x, h0)``, then ``change()``, then checks that ``call(*args)``
+        ran ``way``: by the plan, by the full checks on fastgru, or on torch."""
+        with torch.no_grad():
+            fast(x, h0)
+            change()
+        calls, planned = spy["gru"], spy.planned["gru"]
+        result = call(*args)
+        ran = {(1, 1): "plan", (1, 0): "full", (0, 0): "torch"}[spy["gru"] - calls, spy.planned["gru"] - planned]
+        assert ran == way, (way, call, args)
+        return result
+
+    def both(change):  # the same change to fast and to the torch module
+        return lambda: [change(m) for m in (fast, module)]
+
+    with torch.no_grad():
+        runs("plan", fast, x, h0)
+        check("float32", runs("plan", fast, x.clone(), h0.clone()), module(x, h0))  # other tensors, same shapes
+        runs("full", fast, x[:2], h0[:, :2])  # another batch size
+        runs("full", fast, x, None)
+        runs("full", fast, x[:, :2], h0)  # fewer steps
+        with pytest.raises(ValueError, match="input dtype"):
+            runs("torch", fast, x.double(), h0.double())  # another dtype: torch's own error
+    assert runs("torch", fast, x, h0)[0].grad_fn is not None  # grad mode, Parameters that require grad
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        runs("torch", fast, x, h0)
+    with torch.no_grad():
+        runs("torch", fast, x, h0, change=fast.train)  # training, with dropout between the layers
+        fast.eval()
+        int8 = fastgru.torch.optimize(module, weight_dtype="int8")(x, h0)
+        check("float32", runs("full", fast, x, h0, change=lambda: setattr(fast, "weight_dtype", "int8")), int8)
+        fast.weight_dtype = None
+        check("float32", runs("full", fast, x, h0, change=both(lambda m: m.weight_hh_l1.mul_(0.5))), module(x, h0))
+        new_data = both(lambda m: setattr(m.weight_ih_l0, "data", torch.ones(3 * H, I)))  # a new data_ptr
+        check("float32", runs("full", fast, x, h0, change=new_data), module(x, h0))
+        new_parameter = both(lambda m: setattr(m, "bias_hh_l0", torch.nn.Parameter(m.bias_hh_l0.detach() * 2)))
+        check("float32", runs("full", fast, x, h0, change=new_parameter), module(x, h0))
+        other = torch.nn.GRU(I, H, num_layers=2, batch_first=True).eval()
+        got = runs("full", torch.func.functional_call, fast, dict(other.named_parameters()), (x, h0))
+        check("float32", got, other(x, h0))
+        unseen = both(lambda m: m.weight_hh_l0.data.mul_(-1))  # torch's version counter does not see it
+        check("float32", runs("full", fast, x, h0, change=lambda: (unseen(), fast.repack())), module(x, h0))
+
+
+def test_plans_are_not_copied_with_the_module():
+    """A deep copy or a pickled module starts without a plan, and its own Parameters are used."""
+    fast = fastgru.torch.optimize(torch.nn.GRU(I, H).eval())
+    x = inputs(np.random.default_rng(31), S, N, I)
+    with torch.no_grad():
+        fast(x)
+        fast(x)
+        twin = copy.deepcopy(fast)
+        restored = pickle.loads(pickle.dumps(fast))
+        for other in (twin, restored):
+            assert other not in fastgru_torch._PLANS
+            other.weight_hh_l0.mul_(0)
+            check("float32", other(x), torch.nn.GRU.forward(other, x))
+        check("float32", fast(x), torch.nn.GRU.forward(fast, x))
 
 
 def test_functional_call_uses_the_given_parameters():
