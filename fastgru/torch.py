@@ -13,7 +13,8 @@ weights beside the Parameters); a call repacks them when a Parameter was replace
 which ``param._version`` (every in-place change: ``load_state_dict``, ``copy_``, an optimizer step),
 ``data_ptr()`` and ``module._apply`` (``.to()``, ``.float()``, ``.double()``, ``.half()``) tell.
 Changes made through ``param.data`` bypass torch's version counter: call ``module.repack()`` after
-them.
+them. A call like the module's previous one takes its plan (:class:`_Plan`), which checks only what
+could have changed since.
 
 Inside ``torch.compile`` and ``torch.export`` the GRU is the custom operator ``fastgru::gru`` (and
 ``fastgru::gru_cell``), with fake implementations that give the output shapes, so that a compiled
