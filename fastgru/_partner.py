@@ -160,6 +160,8 @@ class Partner:
         pair.ask_to_stop(stopped)
         pair.serve(stopped, 0)
         pair.worker_callback(F32)  # float32 weights' worker now; others when a call first needs them
+        _cycles()  # and the counter its thread reads first: a thread that compiles holds Numba's compiler
+        # lock, and a process forked meanwhile would inherit it held, and hang at its first compilation
         self._thread = threading.Thread(target=self._serve, name="fastgru-partner", daemon=True)
         self._thread.start()
 

@@ -311,6 +311,39 @@ def test_a_forked_child_makes_its_own_partner():
     assert done.stdout.split() == ["1", "0", "True", "1", "0"]
 
 
+def test_the_partner_thread_compiles_nothing():
+    """The partner's thread compiles nothing itself (its kernels are compiled by the thread that starts
+    it): a thread compiling holds Numba's compiler lock, and a process forked meanwhile inherits the
+    lock held and hangs at its first compilation. Here the counter the thread reads first takes the
+    lock for a second the first time it is called, as compiling it would."""
+    done = _python(
+        """
+        import os, time, fastgru
+        from fastgru import _partner
+        from numba.core.compiler_lock import global_compiler_lock
+
+        counter, first = _partner._cycles, [True]
+
+        def compiled_once():
+            if first:
+                first.clear()
+                with global_compiler_lock:
+                    time.sleep(1.0)
+            return counter()
+
+        _partner._cycles = compiled_once
+        _partner.PARTNER.wake()
+        time.sleep(0.3)  # the thread runs its first steps
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if global_compiler_lock._lock.acquire(timeout=5) else 1)
+        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"], "the forked child found Numba's compiler lock held"
+
+
 def test_stop_stops_the_thread_spinning_or_asleep():
     done = _python(
         _CELL
