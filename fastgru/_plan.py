@@ -13,6 +13,9 @@ thread goes straight to the kernel:
   looks at each argument's type on every call, is the check of the types (another type raises
   TypeError, not a compilation), and the kernel compares the shapes and the lengths' values
   before it writes anything;
+- a one-row call that shares its row with the partner thread (the 'pair' path) is the same call
+  of ``run_planned``, on a second job for the pair driver when it gets the partner and a second
+  thread (the leases of ``_paths``), else on the serial one;
 - the others compare shapes, dtypes and flags here, check the lengths' values, and call
   ``Packed.compute``.
 
@@ -23,9 +26,10 @@ plan, and leaves its own plan; a change of ``_tuning`` remakes the plans.
 import numba
 import numpy as np
 
-from . import _paths, _scratch, _tuning
+from . import _partner, _paths, _scratch, _tuning
 from ._dispatch import NO_ROWS
 from ._kernels.planned import JOB, JOB_SIZE, job_callback, planned
+from ._threading import lease, requested
 from ._validate import check_lengths
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -49,6 +53,9 @@ class Plan:
         "full",
         "no_att",
         "signature",
+        "pair_job",
+        "partner",
+        "wake",
     )
 
     def __init__(self, packed, X, h0, lengths, A, results):
@@ -60,29 +67,46 @@ class Plan:
         flops = packed.flops(n, s)
         d, h = packed.n_dirs, packed.n_hidden
         pairs = n * d == 1 and h >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
-        if _paths.choose(n, s, d, h, flops) != "serial" or pairs:  # serial whether the partner runs or not
+        path = _paths.choose(n, s, d, h, flops)
+        self.pair_job, self.partner, self.wake = None, None, False
+        # Planned: a call that runs serial whether the partner runs or not, and one on the pair path.
+        if not (path == "pair" or path == "serial" and not pairs):
             self.run = self.job = self.fixed = self.lengths = self.full = self.no_att = self.signature = None
             self.shapes = tuple(None if a is None else a.shape for a in (X, h0, lengths, A))
             return
-        call, floats, ints = _paths._plan(packed, n, s, None, 0, n, 1)
-        work, iwork = _scratch.work(floats, ints, self.dtype)
         self.lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
         self.full = np.full(n, s, dtype=np.int64)  # a sequence's without sequence_lengths: every step
         self.no_att = packed._no_att
-        #: The arrays the job points to, alive as long as the plan.
-        self.fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork}
-        self.fixed.update(state_rows=NO_ROWS, lengths=self.lengths)
+        #: The arrays the jobs point to, alive as long as the plan.
+        self.fixed = {}
+        changing = (X, h0, self.lengths if lengths is None else lengths, self.no_att if A is None else A)
+        changing += (results[0], results[-1])  # y and ho: the cell's Ho is both
+        self.job = self._job(packed, changing, n, 1)
+        if path == "pair":
+            self.partner = _partner.PARTNER  # a forked child has another, and its own mailbox
+            self.pair_job = self._job(packed, changing, 0, 2)
+            self.pair_job[JOB["mailbox"]] = self.partner.mailbox.ctypes.data
+            self.pair_job[JOB["worker"]] = packed.worker
+            self.wake = flops >= _tuning.PAIR_WAKE_FLOPS
+        self.shapes, self.run = None, None
+        self.signature = numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(self.job))
+
+    def _job(self, packed, changing, rows, tasks):
+        """The job of ``_paths._plan``'s tasks of ``rows`` rows (0: a split row's two workers)."""
+        n, s = changing[0].shape[0], self.s
+        call, floats, ints = _paths._plan(packed, n, s, None, 0, rows, tasks)
+        work, iwork = _scratch.work(floats, ints, self.dtype)
+        fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork}
+        fixed.update(state_rows=NO_ROWS, lengths=self.lengths)
         job = np.zeros(JOB_SIZE, dtype=np.int64)
-        for name, array in self.fixed.items():
+        for name, array in fixed.items():
             job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
         job[JOB["steps"]] = s
         job.view(np.float64)[JOB["clip"]] = packed.clip
-        changing = (X, h0, self.lengths if lengths is None else lengths, self.no_att if A is None else A)
-        changing += (results[0], results[-1])  # y and ho: the cell's Ho is both
         for k, array in enumerate(changing):  # in the order of SHAPED
             job[JOB["shapes"] + 4 * k : JOB["shapes"] + 4 * k + array.ndim] = array.shape
-        self.job, self.shapes, self.run = job, None, None
-        self.signature = numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(job))
+        self.fixed[rows] = fixed
+        return job
 
     def __call__(self, X, h0, lengths, A, out):
         """The results of a call that matches the plan, else None (nothing was written)."""
@@ -104,13 +128,24 @@ class Plan:
             lengths = self.lengths if self.cell else self.full
         if self.run is None:  # the first call that takes the plan compiles (or loads) its kernels
             self.job[JOB["callback"]] = job_callback("serial", self.packed.weights)
+            if self.pair_job is not None:
+                self.pair_job[JOB["callback"]] = job_callback("pair", self.packed.weights)
             self.run = planned(self.signature)
+        A = self.no_att if A is None else A
         try:
-            if self.run(X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], self.job):
-                return None
+            if self.pair_job is None:
+                answer = self.run(X, h0, lengths, A, results[0], results[-1], self.job)
+            else:  # as _paths._pair: the partner if it comes, and a second thread of the budget
+                partner = self.partner
+                if partner is not _partner.PARTNER or not partner.enabled:
+                    return None
+                with partner.lease(wake=self.wake and requested() > 1) as taken:
+                    with lease(min(2, requested()) if taken else 1) as granted:
+                        job = self.pair_job if granted > 1 else self.job
+                        answer = self.run(X, h0, lengths, A, results[0], results[-1], job)
         except TypeError:  # another type than the plan's
             return None
-        return results
+        return None if answer < 0 else results
 
     def _checked(self, X, h0, lengths, A, out):
         """A call that shares its work: shapes, dtypes and flags compared here, then Packed.compute."""

@@ -227,9 +227,10 @@ KERNELS = ("run_serial", "run_parallel", "run_split", "run_pair")
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The kernels that the test's calls ran, in order, by name; "run_pair" is "run_pair+" when the
-    partner thread took the job (else the calling thread ran both halves). Safe from any thread."""
-    from fastgru import _paths
+    """The kernels that the test's calls ran, in order, by name, the planned calls' too (their job's
+    driver: run_serial or run_pair); "run_pair" is "run_pair+" when the partner thread took the job
+    (else the calling thread ran both halves). Safe from any thread."""
+    from fastgru import _paths, _plan
 
     names = []
 
@@ -243,7 +244,27 @@ def kernels_run(monkeypatch):
 
     for name in KERNELS:
         monkeypatch.setattr(_paths, name, wrap(getattr(_paths, name), name))
+    monkeypatch.setattr(_plan, "planned", planned_and_seen(_plan.planned, names.append))
     return names
+
+
+def planned_and_seen(planned, see):
+    """``_plan.planned`` whose kernels tell ``see`` the driver each planned call ran: "run_serial",
+    "run_pair", or "run_pair+" when the partner took the job (a plan made afterwards uses it)."""
+    from fastgru._kernels.planned import JOB
+
+    def planned_seen(signature):
+        run = planned(signature)
+
+        def seen(*args):
+            answer = run(*args)
+            if answer >= 0:
+                see("run_serial" if args[-1][JOB["mailbox"]] == 0 else "run_pair+" if answer == 1 else "run_pair")
+            return answer
+
+        return seen
+
+    return planned_seen
 
 
 def reach(monkeypatch, path, hoist=True):

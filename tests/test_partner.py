@@ -11,9 +11,10 @@ import time
 import numba
 import numpy as np
 import pytest
+from conftest import planned_and_seen
 
 import fastgru
-from fastgru import _partner, _paths, _tuning
+from fastgru import _partner, _paths, _plan, _tuning
 from fastgru._kernels import pair
 
 #: Seconds a test waits for the partner to serve: its first start may compile `serve` (cold cache,
@@ -39,8 +40,8 @@ def _cell(h=256, lbr=False, seed=0):
 
 
 def _taken(monkeypatch):
-    """Record run_pair's answers (1 when the partner took the job; a call the partner does not
-    join runs run_serial instead, unrecorded)."""
+    """Record run_pair's answers, by the full path or a plan (1 when the partner took the job; a call
+    the partner does not join runs run_serial instead, unrecorded)."""
     answers = []
 
     def run_pair(*args):
@@ -48,8 +49,13 @@ def _taken(monkeypatch):
         answers.append(answer)
         return answer
 
+    def seen(name):
+        if name.startswith("run_pair"):
+            answers.append(int(name == "run_pair+"))
+
     _run_pair = _paths.run_pair
     monkeypatch.setattr(_paths, "run_pair", run_pair)
+    monkeypatch.setattr(_plan, "planned", planned_and_seen(_plan.planned, seen))
     return answers
 
 
@@ -75,6 +81,7 @@ def _until_taken(call, want, answers, calls=300, seconds=10.0):
 
 def test_a_cell_of_256_units_takes_the_pair_path(kernels_run):
     op, x, h = _cell()
+    op(x, h), op(x, h)  # the full path, then the plan's first call: both compile (or load) their kernels
     _partner.PARTNER.wake()
     assert _partner.PARTNER.serving.wait(SERVING_TIMEOUT)
     end = time.monotonic() + 10  # a loaded machine may keep the spinning partner off its core for a while

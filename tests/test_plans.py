@@ -5,12 +5,13 @@ gets the full checks and their messages; no caller's array is written by a refus
 
 import threading
 
+import numba
 import numpy as np
 import pytest
 from conftest import make_case
 
 import fastgru
-from fastgru import _packs, _plan, _tuning
+from fastgru import _packs, _partner, _plan, _tuning
 from fastgru._validate import FastGRUError
 
 
@@ -115,14 +116,38 @@ def test_calls_that_share_work_have_a_plan_too(rng, monkeypatch, plans_run, kern
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.skipif(not _partner.PARTNER.enabled, reason=f"no partner thread ({_partner.off_reason()})")
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
+def test_a_row_shared_with_the_partner_is_planned(rng, monkeypatch, plans_run, kernels_run):
+    """A one-row call on the pair path takes its plan: the pair driver's job when the partner and a
+    second thread come, else the serial one, with the bits of one thread; the full path again when
+    the partner is off."""
+    h = 256
+    cell = fastgru.GRUCell(*(rng.uniform(-0.06, 0.06, (3 * h, h)).astype(np.float32) for _ in range(2)))
+    x, state = rng.standard_normal((1, h)).astype(np.float32), rng.standard_normal((1, h)).astype(np.float32)
+    with fastgru.threads(1):
+        want = cell(x, state)  # the full path; it leaves the plan
+    kernels_run.clear()
+    for _ in range(200):  # a burst: the partner wakes, and joins
+        np.testing.assert_array_equal(cell(x, state), want)
+        if "run_pair+" in kernels_run:
+            break
+    assert plans_run == [True] * len(kernels_run)  # every call by the plan
+    assert set(kernels_run) <= {"run_serial", "run_pair", "run_pair+"} and "run_pair+" in kernels_run
+    monkeypatch.setattr(_partner.PARTNER, "enabled", False)
+    answered = len(plans_run)
+    np.testing.assert_array_equal(cell(x, state), want)
+    assert len(plans_run) == answered and kernels_run[-1] == "run_serial"  # the full path, serial
+
+
 def test_a_change_of_the_tuning_table_remakes_the_plans(rng, monkeypatch, kernels_run):
     case = make_case(rng, op="gru_sequence", batch=4, seq_len=6)
     _, call = prepared(case, "gru_sequence")
     call(), call()
-    assert kernels_run == ["run_serial"]  # the second call ran run_planned, which kernels_run does not see
+    assert kernels_run == ["run_serial", "run_serial"]  # the second by run_planned
     monkeypatch.setattr(_tuning, "SERIAL_BELOW_FLOPS", 0)
     call()
-    assert kernels_run[-1] in ("run_parallel", "run_serial") and len(kernels_run) == 2
+    assert kernels_run[-1] in ("run_parallel", "run_serial") and len(kernels_run) == 3
 
 
 # ------------------------------------------------------------------------------- what a plan refuses

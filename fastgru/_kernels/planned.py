@@ -12,8 +12,8 @@ type of the weights that runs that driver on a job's arrays, compiled once, whoe
 rank, C layout, writeable, aligned): a call with other types raises TypeError instead of
 compiling, so that Numba's own look at the types, which every call pays, is the plan's check of
 them. run_planned compares the shapes and the sequence lengths with the plan's, writes the
-changing arrays' addresses into the job and calls the serial driver's callback through its
-address: each
+changing arrays' addresses into the job and calls the job's driver (serial, or pair) through its
+callback's address: each
 signature of run_planned is then a small function of its own instead of a copy of the whole
 serial kernel. The job (``_plan.py`` makes it, and keeps every
 array it points to alive; one per plan, and a plan serves one thread):
@@ -25,7 +25,7 @@ array it points to alive; one per plan, and a plan serves one thread):
     JOB["callback"]    the address of the C callback that runs the job (``job_callback``),
     JOB["shapes"]      the shapes of X, h0, sequence_lengths, att, y and ho (``SHAPED``), 4 places each.
 
-A call whose arrays have other shapes, or a sequence length outside [0, S], returns 1 before
+A call whose arrays have other shapes, or a sequence length outside [0, S], returns -1 before
 anything is written: the caller then runs the full checks, which say what is wrong.
 sequence_lengths is copied into the job's int64 lengths buffer, as the kernels take it.
 """
@@ -104,9 +104,9 @@ def _split(job, like, weights_like):
 
 @kernel()
 def _pair(job, like, weights_like):
+    """run_pair's answer: 1 when the partner took the job."""
     mailbox = carray(pointer_to(job[_MAILBOX], job), (MAILBOX_SIZE,))
-    run_pair(*_arrays(job, like, weights_like), mailbox, job[_WORKER])
-    return 0
+    return run_pair(*_arrays(job, like, weights_like), mailbox, job[_WORKER])
 
 
 # The C callbacks, one per driver and element type of the weights (``callbacks.py``).
@@ -207,9 +207,10 @@ def _differs(array, job, k):
 
 
 def _run_planned(X, h0, lengths, att, y, ho, job):
-    """The serial kernel on the changing arrays and the job's fixed ones; returns 0, or 1 when a
-    shape differs from the plan's or a sequence length lies outside [0, S] (nothing was written
-    but the job's lengths buffer)."""
+    """The job's driver on the changing arrays and the job's fixed ones; returns its callback's
+    answer (0; the pair driver's: 1 when the partner took the job), or -1 when a shape differs from
+    the plan's or a sequence length lies outside [0, S] (nothing was written but the job's lengths
+    buffer)."""
     if (
         _differs(X, job, 0)
         or _differs(h0, job, 1)
@@ -218,19 +219,18 @@ def _run_planned(X, h0, lengths, att, y, ho, job):
         or _differs(y, job, 4)
         or _differs(ho, job, 5)
     ):
-        return 1
+        return -1
     steps = job[_STEPS]
     kept = carray(pointer_to(job[_LENGTHS], job), (job[_LENGTHS + 1],))
     for b in range(lengths.size):
         length = lengths[b]
         if length < 0 or length > steps:
-            return 1
+            return -1
         kept[b] = length
     job[_X], job[_X + 1], job[_H0], job[_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
     job[_ATT], job[_ATT + 1], job[_Y], job[_Y + 1] = address_of(att), att.size, address_of(y), y.size
     job[_HO], job[_HO + 1] = address_of(ho), ho.size
-    call_job(job[_CALLBACK], job)
-    return 0
+    return call_job(job[_CALLBACK], job)
 
 
 _ENTRIES = {}
