@@ -139,7 +139,7 @@ class _Plan:
 
     A call takes it when its input and hx are plain CPU tensors of the plan's shapes and dtype
     (float32 or float64), no gradient can be needed (grad mode off), nothing traces or autocasts,
-    the module's weight_dtype and training flag are the plan's, and each Parameter is the
+    the module's weight_dtype, training flag and dropout are the plan's, and each Parameter is the
     registered one with the version and data_ptr it had, and its packed ops are still _PACKS's
     (``repack`` and a repacking end a plan). Any other call takes the full checks, which make a
     new plan. A plan holds nothing of one thread: threads share it.
@@ -151,6 +151,7 @@ class _Plan:
         "dtype",
         "weight_dtype",
         "training",
+        "dropout",
         "names",
         "params",
         "versions",
@@ -163,6 +164,7 @@ class _Plan:
     def __init__(self, module, input, hx, names, params, key):
         self.x_shape, self.h_shape = input.shape, None if hx is None else hx.shape
         self.dtype, self.weight_dtype, self.training = input.dtype, module.weight_dtype, module.training
+        self.dropout = module.__dict__.get("dropout")  # a GRU's (the cell has none)
         self.names, self.params = tuple(names), tuple(params)
         self.versions, self.pointers = tuple(map(_VERSION, params)), tuple(map(_DATA_PTR, params))
         self.key, self.entry = key, _PACKS.entry(key)
@@ -189,6 +191,7 @@ class _Plan:
             or not input.is_cpu
             or module.weight_dtype != self.weight_dtype
             or module.training is not self.training
+            or module.__dict__.get("dropout") != self.dropout
         ):
             return False
         if hx is None:

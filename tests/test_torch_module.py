@@ -591,6 +591,10 @@ def test_a_plan_is_left_when_its_call_differs(spy):
     with torch.no_grad():
         runs("torch", fast, x, h0, change=fast.train)  # training, with dropout between the layers
         fast.eval()
+        fast.dropout = 0.0
+        runs("full", fast, x, h0, change=fast.train)  # training without dropout: fastgru
+        runs("torch", fast, x, h0, change=lambda: setattr(fast, "dropout", 0.5))  # dropout set again
+        fast.eval()
         int8 = fastgru.torch.optimize(module, weight_dtype="int8")(x, h0)
         check("float32", runs("full", fast, x, h0, change=lambda: setattr(fast, "weight_dtype", "int8")), int8)
         fast.weight_dtype = None
