@@ -126,7 +126,7 @@ def use_cache_dir(folder):
         raise FastGRUError(f"the cache folder {folder!r} cannot be made or written")
     CACHE_DIR = os.path.abspath(folder)
     for dispatcher in KERNELS:
-        if hasattr(dispatcher, "enable_caching"):
+        if hasattr(dispatcher, "enable_caching") and not _is_callback(dispatcher):  # (a callback is made compiled)
             _enable_cache(dispatcher, cache_root())
 
 
@@ -175,10 +175,21 @@ def cache_folder(dispatcher):
 
 def compile_counts():
     """(loaded, compiled): how many kernel specialisations this process loaded from the cache and
-    how many it compiled (each kernel a function calls is counted too: Numba compiles it on its own)."""
-    loaded = sum(sum(k._cache_hits.values()) for k in KERNELS if hasattr(k, "_cache_hits"))
-    compiled = sum(sum(k._cache_misses.values()) for k in KERNELS if hasattr(k, "_cache_misses"))
+    how many it compiled (each kernel a function calls is counted too: Numba compiles it on its own;
+    a C callback is one, made once)."""
+    loaded = compiled = 0
+    for k in KERNELS:
+        if _is_callback(k):
+            loaded, compiled = loaded + k._cache_hits, compiled + 1 - k._cache_hits
+        elif hasattr(k, "_cache_hits"):
+            loaded += sum(k._cache_hits.values())
+            compiled += sum(k._cache_misses.values())
     return loaded, compiled
+
+
+def _is_callback(kernel):
+    """Whether ``kernel`` is a C callback (``numba.cfunc``, compiled or loaded once, when made)."""
+    return isinstance(getattr(kernel, "_cache_hits", None), int)
 
 
 def cached_counts():
@@ -189,7 +200,8 @@ def cached_counts():
         cache = getattr(dispatcher, "_cache", None)
         if not isinstance(cache, _FunctionCache):
             continue
-        magic = dispatcher.targetctx.codegen().magic_tuple()
+        context = dispatcher._targetdescr.target_context if _is_callback(dispatcher) else dispatcher.targetctx
+        magic = context.codegen().magic_tuple()
         try:
             found = sum(key[1] == magic for key in cache._cache_file._load_index())
         except Exception:  # an unreadable index is an empty one, as for Numba
@@ -270,6 +282,7 @@ def _callback(func, signature, options, root):
         except OSError:  # the folder went away or turned read-only meanwhile
             pass
     callback.compile()
+    KERNELS.append(callback)
     return callback
 
 

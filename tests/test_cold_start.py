@@ -108,6 +108,28 @@ def test_warmup_compiles_every_kernel_path_of_each_dtype():
     assert done.stdout.strip().endswith(f"[{both}, {both}, {both}, {both}] True")
 
 
+def test_after_warmup_a_row_shared_with_the_partner_loads_no_kernel():
+    """A one-row cell on the pair path, called enough times to take its plan (whose job for the pair
+    driver has a callback of its own): warmup() has made every kernel it runs ready."""
+    code = textwrap.dedent("""
+        import numpy as np, fastgru
+        from fastgru import _config, _partner
+        fastgru.warmup()
+        before = _config.compile_counts()
+        h = 256
+        rng = np.random.default_rng(0)
+        cell = fastgru.GRUCell(*(rng.uniform(-0.06, 0.06, (3 * h, h)).astype(np.float32) for _ in range(2)))
+        x, state = np.ones((1, h), np.float32), np.zeros((1, h), np.float32)
+        for _ in range(50):
+            cell(x, state, out=state)
+        print(_partner.PARTNER.enabled, before == _config.compile_counts(), before, _config.compile_counts())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    enabled, unchanged = done.stdout.split()[:2]
+    assert unchanged == "True" or enabled == "False", done.stdout
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
