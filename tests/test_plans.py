@@ -129,7 +129,8 @@ def test_a_row_shared_with_the_partner_is_planned(rng, monkeypatch, plans_run, k
     with fastgru.threads(1):
         want = cell(x, state)  # the full path; it leaves the plan
     np.testing.assert_array_equal(cell(x, state), want)  # the plan's first call compiles (or loads) its kernels
-    kernels_run.clear(), plans_run.clear()
+    kernels_run.clear()
+    plans_run.clear()
     end = time.monotonic() + 10  # a burst: the partner wakes, and joins (a loaded machine may keep it off its core)
     while "run_pair+" not in kernels_run and time.monotonic() < end:
         np.testing.assert_array_equal(cell(x, state), want)
