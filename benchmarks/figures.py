@@ -558,25 +558,15 @@ figure(
     "1.44",
     "9.76",
 )
-figure(
-    "docs/architecture.md",
-    "took the batch-1 cell of 256 units from 30.57 to 23.16 µs alone in its process, and from 1.35x to 1.16x ONNX "
-    "Runtime's time beside it",
-    "benchmarks/small_calls_pair_plan_ab.md",
-    "30.57",
-    "23.16",
-    "1.35",
-    "1.16",
-)
-figure(
-    CHANGELOG,
-    "30.57 -> 23.16 µs alone in its process, 1.35x -> 1.16x ONNX Runtime beside it",
-    "benchmarks/small_calls_pair_plan_ab.md",
-    "30.57",
-    "23.16",
-    "1.35",
-    "1.16",
-)
+for doc, quote in (
+    (
+        "docs/architecture.md",
+        "took the batch-1 cell of 256 units from 30.57 to 23.16 µs alone in its process, and from 1.35x to 1.16x ONNX "
+        "Runtime's time beside it",
+    ),
+    (CHANGELOG, "30.57 -> 23.16 µs alone in its process, 1.35x -> 1.16x ONNX Runtime beside it"),
+):
+    figure(doc, quote, "benchmarks/small_calls_pair_plan_ab.md", "30.57", "23.16", "1.35", "1.16")
 figure(
     CHANGELOG,
     "went from 1.93x-2.03x to 2.74x-2.88x torch's speed",
