@@ -54,6 +54,14 @@ def result_shapes(spec, n, s):
     return (n, d, s, h), (n, d, h)
 
 
+def packing_input(a, dtype, shape):
+    """``a`` as the packing kernels read it: C-contiguous, ``dtype`` and writeable (Numba compiles
+    another kernel for read-only arrays), the caller's array itself when it is so (they only read
+    it), else a copy."""
+    a = np.asarray(a, dtype=dtype, order="C")
+    return (a if a.flags.writeable else a.copy()).reshape(shape)
+
+
 class Packed:
     """The weights of one op in the kernels' layout, made once, and the per-call path from checked
     inputs to results, kept short: it is most of a small call's time."""
@@ -62,10 +70,9 @@ class Packed:
         weight_dtype = check_weight_dtype(spec.op, weight_dtype, spec.dtype)
         ct = compute_dtype(spec.dtype)
         h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
-        # Copies (once per op): C-contiguous and writeable, as the packing kernel takes them.
-        W = np.array(W, dtype=ct, order="C").reshape(d, 3 * h, i)
-        R = np.array(R, dtype=ct, order="C").reshape(d, 3 * h, h)
-        B = np.zeros((d, 3 * h), dtype=ct) if B is None else np.array(B, dtype=ct, order="C").reshape(d, -1)
+        W = packing_input(W, ct, (d, 3 * h, i))
+        R = packing_input(R, ct, (d, 3 * h, h))
+        B = np.zeros((d, 3 * h), dtype=ct) if B is None else packing_input(B, ct, (d, -1))
         self.spec = spec
         self.compute_dtype = ct
         if weight_dtype is None:

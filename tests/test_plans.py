@@ -283,7 +283,7 @@ def test_the_function_api_keeps_a_bounded_number_of_weight_sets(rng):
         case = make_case(rng, op="gru_sequence", batch=1, seq_len=2)
         fastgru.gru_sequence(**case.inputs, **case.attrs)
     assert len(_packs._kept) <= _packs.KEEP
-    assert sum(entry[2] for entry in _packs._kept.values()) <= _packs.KEEP_BYTES
+    assert _packs._bytes() <= _packs.KEEP_BYTES
 
 
 # ------------------------------------------------------------------------------- pools and streams

@@ -38,6 +38,7 @@ from .._config import kernel
 from .._isa import GEOMETRY
 from .memory import LINE_BYTES, load, store
 from .microkernel import SCALE_BYTES
+from .transpose import bits_differ, block_differs, transpose_block
 
 #: Vectors per panel and bytes per vector (the geometry's, fixed when the kernels compile).
 PANEL_VECTORS = GEOMETRY.panel_vectors
@@ -182,27 +183,70 @@ def split_scratch(seq_length, n_inputs, n_hidden, itemsize, chunk_rows):
 
 
 @kernel()
-def pack_weights(W, R, B, out):
-    """Fill ``out`` (``packed_size`` elements, 64-byte aligned) from W (D, 3H, I), R (D, 3H, H) and
-    B (D, 3H or 4H): Wᵀ and Rᵀ in panels, then the bias (D, 4, H), zero past B's rows."""
+def _panels_of(W, R, B, out, compare):
+    """Pack W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) into ``out`` (``pack_weights``), or, with
+    ``compare``, only read: whether ``out`` differs in any bit from what packing them would write.
+    Blocks of L columns by L rows of k are transposed in registers (``transpose.py``), the rest
+    (the last rows of k, the columns past the last whole block, the zeros past 3H) element by
+    element."""
     n_dirs, n_cols, n_inputs = W.shape
     n_hidden = R.shape[2]
     p = panels(n_hidden, out.itemsize)
-    r_begin = n_dirs * p.n * n_inputs * p.nr
-    b_begin = r_begin + n_dirs * p.n * n_hidden * p.nr
-    out[:] = 0
+    nr, lanes = p.nr, VECTOR_BYTES // out.itemsize  # L, as transpose_block takes it
+    r_begin = n_dirs * p.n * n_inputs * nr
+    b_begin = r_begin + n_dirs * p.n * n_hidden * nr
     for begin, M in ((0, W), (r_begin, R)):
         k_len = M.shape[2]
+        k_blocks = k_len - k_len % lanes
         for d in range(n_dirs):
             for q in range(p.n):
-                base = begin + (d * p.n + q) * k_len * p.nr
-                for col in range(q * p.nr, min((q + 1) * p.nr, n_cols)):
-                    j = col - q * p.nr
-                    for k in range(k_len):
-                        store(out, base + k * p.nr + j, M[d, col, k])
+                base, col0 = begin + (d * p.n + q) * k_len * nr, q * nr
+                col1 = min(col0 + nr, n_cols)
+                full = col0 + (col1 - col0) // lanes * lanes  # the columns of whole blocks: [col0, full)
+                for k0 in range(0, k_blocks, lanes):
+                    for j0 in range(col0, full, lanes):
+                        at, src = base + k0 * nr + j0 - col0, (d * n_cols + j0) * k_len + k0
+                        if not compare:
+                            transpose_block(out, at, nr, M, src, k_len)
+                        elif block_differs(out, at, nr, M, src, k_len):
+                            return True
+                for k in range(k_len):
+                    for col in range(col0 if k >= k_blocks else full, col0 + nr):
+                        at = base + k * nr + col - col0
+                        if col >= col1:  # past 3H: zero, never read
+                            if not compare:
+                                store(out, at, 0)
+                            continue
+                        value = load(M, (d * n_cols + col) * k_len + k)
+                        if not compare:
+                            store(out, at, value)
+                        elif bits_differ(load(out, at), value):
+                            return True
     for d in range(n_dirs):
-        for col in range(B.shape[1]):
-            store(out, b_begin + d * 4 * n_hidden + col, B[d, col])
+        for col in range(4 * n_hidden):
+            at = b_begin + d * 4 * n_hidden + col
+            if col >= B.shape[1]:
+                if not compare:
+                    store(out, at, 0)
+            elif not compare:
+                store(out, at, B[d, col])
+            elif bits_differ(load(out, at), B[d, col]):
+                return True
+    return False
+
+
+@kernel()
+def pack_weights(W, R, B, out):
+    """Fill ``out`` (``packed_size`` elements, 64-byte aligned) from W (D, 3H, I), R (D, 3H, H) and
+    B (D, 3H or 4H): Wᵀ and Rᵀ in panels, then the bias (D, 4, H), zero past B's rows."""
+    _panels_of(W, R, B, out, False)
+
+
+@kernel()
+def packed_differs(W, R, B, out):
+    """Whether ``out`` differs in any bit from ``pack_weights(W, R, B, out)``'s (NaN payloads count,
+    0.0 and -0.0 differ): the check that packed weights are still those of W, R and B."""
+    return _panels_of(W, R, B, out, True)
 
 
 def packed_size(n_dirs, n_inputs, n_hidden, itemsize):
