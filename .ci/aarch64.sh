@@ -29,8 +29,9 @@ debs=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libc6 libgcc
 wheels=(numpy==2.4.6 numba==0.68.1 llvmlite==0.50.0 pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1
     packaging==26.3 pygments==2.21.0)
 # The subset: every op, float32 and float64, every kernel path (the partner thread's included),
-# ragged lengths, both directions, AUGRU, streams and the state pool, against x86-64's bits.
-tests=(tests/test_platform_bits.py)
+# ragged lengths, both directions, AUGRU, streams and the state pool, against x86-64's bits; and
+# packing the weights, whose blocks NEON transposes in 4 (float32) or 2 (float64) lanes.
+tests=(tests/test_platform_bits.py tests/test_packing.py)
 partner_tests="cell_of_256 or takes_half or sleeping_partner or sequence_row or stream_of_one_row"
 
 base="${FASTGRU_CI_CACHE:-$HOME/.cache/fastgru-ci}/aarch64"
