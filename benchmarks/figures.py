@@ -634,3 +634,71 @@ table(
     "python -m fastgru bench --candidate fastgru.reference:gru_sequence --suite tiny-v1 --suite latency-v1; the same "
     "with fastgru.reference:gru_cell --op gru_cell (docs/benchmarking.md)",
 )
+PACKING, PACKING_AVX2 = "benchmarks/packing_results_avx512.md", "benchmarks/packing_results_avx2code.md"
+figure(
+    CHANGELOG,
+    "H = 256 521.7 -> 185.4 µs, H = 512 8,734.6 -> 682.5 µs with avx512 code; 517.2 -> 248.9 and 6,221.9 -> 966.3 µs "
+    "with AVX2 code",
+    [PACKING, PACKING_AVX2],
+    "521.7",
+    "185.4",
+    "8,734.6",
+    "682.5",
+    "517.2",
+    "248.9",
+    "6,221.9",
+    "966.3",
+)
+figure(
+    CHANGELOG,
+    "H = 256 1,276.4 -> 376.9 µs (avx512), 1,253.7 -> 509.7 µs (AVX2 code)",
+    [PACKING, PACKING_AVX2],
+    "1,276.4",
+    "376.9",
+    "1,253.7",
+    "509.7",
+)
+figure(
+    CHANGELOG,
+    "H = 256 223.2 -> 186.1 µs with avx512 code, 224.2 -> 216.1 µs with AVX2 code; at H = 512, whose weights and "
+    "packed weights do not fit a core's L2, 737.4 -> 756.0 µs (avx512) and 753.9 -> 903.4 µs (AVX2 code)",
+    [PACKING, PACKING_AVX2],
+    "223.2",
+    "186.1",
+    "224.2",
+    "216.1",
+    "737.4",
+    "756.0",
+    "753.9",
+    "903.4",
+)
+figure(
+    README,
+    "the same-weights call at hidden size 256 went from 223.2 to 186.1 µs, a call with new weights from 1,276.4 to "
+    "376.9 µs, as packing itself got faster (prepared `GRUCell` construction 521.7 to 185.4 µs)",
+    PACKING,
+    "223.2",
+    "186.1",
+    "1,276.4",
+    "376.9",
+    "521.7",
+    "185.4",
+)
+PAIR_OR_ALONE = ["benchmarks/pair_or_alone_results_avx512.md", "benchmarks/pair_or_alone_results_avx2code.md"]
+figure(
+    TUNING,
+    "(sequences s4-s100 i64 h128 1.11-1.19x the time alone, the cells i192 h192 and i512 h128 even at 1.01 and 0.96), "
+    "and wins from there on (sequence s100 i64 h256 0.86, cells i256 h256 0.59, i384 h384 0.36); with AVX2 code on "
+    "the same machine, whose steps take longer, h128 sequences gain (s100 0.90) and the cells as before (i256 h256 "
+    "0.68)",
+    PAIR_OR_ALONE,
+    "1.11",
+    "1.19",
+    "1.01",
+    "0.96",
+    "0.86",
+    "0.59",
+    "0.36",
+    "0.90",
+    "0.68",
+)
