@@ -54,12 +54,20 @@ def result_shapes(spec, n, s):
     return (n, d, s, h), (n, d, h)
 
 
-def packing_input(a, dtype, shape):
-    """``a`` as the packing kernels read it: C-contiguous, ``dtype`` and writeable (Numba compiles
-    another kernel for read-only arrays), the caller's array itself when it is so (they only read
-    it), else a copy."""
-    a = np.asarray(a, dtype=dtype, order="C")
-    return (a if a.flags.writeable else a.copy()).reshape(shape)
+def packing_inputs(spec, W, R, B):
+    """W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H; zeros when None) as the packing kernels read
+    them: C-contiguous, of the compute dtype and writeable (Numba compiles other kernels for
+    read-only arrays); the caller's arrays themselves when they are so (the kernels only read
+    them), else copies."""
+    ct = compute_dtype(spec.dtype)
+    h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
+
+    def read(a, shape):
+        a = np.asarray(a, dtype=ct, order="C")
+        return (a if a.flags.writeable else a.copy()).reshape(shape)
+
+    B = np.zeros((d, 3 * h), dtype=ct) if B is None else read(B, (d, -1))
+    return read(W, (d, 3 * h, i)), read(R, (d, 3 * h, h)), B
 
 
 class Packed:
@@ -70,9 +78,7 @@ class Packed:
         weight_dtype = check_weight_dtype(spec.op, weight_dtype, spec.dtype)
         ct = compute_dtype(spec.dtype)
         h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
-        W = packing_input(W, ct, (d, 3 * h, i))
-        R = packing_input(R, ct, (d, 3 * h, h))
-        B = np.zeros((d, 3 * h), dtype=ct) if B is None else packing_input(B, ct, (d, -1))
+        W, R, B = packing_inputs(spec, W, R, B)
         self.spec = spec
         self.compute_dtype = ct
         if weight_dtype is None:

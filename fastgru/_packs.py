@@ -14,9 +14,7 @@ and nothing of the caller's is copied to be kept.
 
 import threading
 
-import numpy as np
-
-from ._dispatch import Packed, compute_dtype, packing_input
+from ._dispatch import Packed, packing_inputs
 from ._kernels.layout import packed_differs
 
 #: Packed weight sets kept, and their bytes in all: a set larger than that is packed per call.
@@ -32,7 +30,7 @@ def packed_weights(spec, W, R, B):
     still pack to its bits, else a new one (kept when it is small enough)."""
     key = spec, id(W), id(R), id(B)
     packed = _kept.get(key)
-    if packed is not None and not _differs(spec, W, R, B, packed.weights):
+    if packed is not None and not packed_differs(*packing_inputs(spec, W, R, B), packed.weights):
         return packed
     packed = Packed(spec, W, R, B)
     if packed.weights.nbytes <= KEEP_BYTES:
@@ -46,10 +44,3 @@ def packed_weights(spec, W, R, B):
 
 def _bytes():
     return sum(p.weights.nbytes for p in _kept.values())
-
-
-def _differs(spec, W, R, B, weights):
-    ct = compute_dtype(spec.dtype)
-    d, h, i = spec.num_directions, spec.hidden_size, spec.input_size
-    B = np.zeros((d, 3 * h), ct) if B is None else packing_input(B, ct, (d, -1))
-    return packed_differs(packing_input(W, ct, (d, 3 * h, i)), packing_input(R, ct, (d, 3 * h, h)), B, weights)

@@ -278,6 +278,24 @@ def test_the_function_api_reuses_packed_weights_only_while_they_are_unchanged(rn
     assert len(made) == 5
 
 
+@pytest.mark.parametrize("form", ["fortran", "float16"])
+def test_the_function_api_keeps_weights_it_converts_and_sees_them_change(rng, form):
+    """Weights the kernels cannot read as they are (converted at each call) are kept too, compared
+    after the conversion: a change in place still reaches the result."""
+    case = make_case(rng, op="gru_cell", batch=1, input_size=8, hidden_size=8)
+    dtype = np.float16 if form == "float16" else np.float32
+    inputs = {name: np.asarray(a, dtype) for name, a in case.inputs.items()}
+    if form == "fortran":
+        inputs["W"], inputs["R"] = np.asfortranarray(inputs["W"]), np.asfortranarray(inputs["R"])
+    first = fastgru.gru_cell(**inputs)
+    np.testing.assert_array_equal(fastgru.gru_cell(**inputs), first)
+    inputs["R"][1, 2] += dtype(0.5)
+    got = fastgru.gru_cell(**inputs)
+    want = fastgru.GRUCell(inputs["W"], inputs["R"], inputs["B"])(inputs["X"], inputs["initial_hidden_state"])
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got, first)
+
+
 def test_the_function_api_keeps_a_bounded_number_of_weight_sets(rng):
     for _ in range(_packs.KEEP + 3):
         case = make_case(rng, op="gru_sequence", batch=1, seq_len=2)
