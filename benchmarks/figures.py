@@ -702,3 +702,21 @@ figure(
     "0.90",
     "0.68",
 )
+figure(
+    TUNING,
+    "With no optimisation (0) the first call takes 8.3 s against 14.4 s at Numba's default (3)",
+    "benchmarks/cold_opt_results_avx512.md",
+    "8.3",
+    "14.4",
+)
+figure(
+    TUNING,
+    "(14.1 and 13.2 s, within the runs' spread) and make the kernels slower (b64 s100 i256 h256: 27,873.5 µs at 3, "
+    "30,707.0 at 2, 37,753.2 at 1)",
+    "benchmarks/cold_opt_results_avx512.md",
+    "14.1",
+    "13.2",
+    "27,873.5",
+    "30,707.0",
+    "37,753.2",
+)
