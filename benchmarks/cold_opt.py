@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from cold_ab import _CASES
+from conftest import _cpu_model
 
 HERE = Path(__file__).resolve().parent
 LEVELS = ("3", "2", "1", "0")
@@ -65,8 +66,7 @@ def main(argv=None):
         runs = ", ".join(f"{t:.1f}" for t in first[level])
         cells = " | ".join(f"{us:,.1f}" for us in speeds[level])
         lines.append(f"| {level} | {statistics.median(first[level]):.1f} ({runs}) | {cells} |")
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    model = _cpu_model()
     lines += [
         "",
         f"{model}; first call: median of {args.runs} fresh processes per level (each run in parentheses), from the "

@@ -99,13 +99,13 @@ def main(argv=None):
         for h in HIDDEN:
             old, new = (statistics.median(r[case][str(h)] for r in runs[side]) for side in ("old", "new"))
             lines.append(f"| {case} | {h} | {old:,.1f} | {new:,.1f} | {new / old:.2f} |")
-    from fastgru import _isa
+    from conftest import _cpu_model, kernel_geometry
 
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
-        f"{model}, geometry {_isa.GEOMETRY.name} compiled for {_isa.TARGET_CPU}; float32, batch 1, inputs = H; "
+        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}; "
+        "float32, batch 1, inputs = H; "
         f"medians over {args.pairs} fresh processes per checkout, alternating, of each process's median of 9 rounds; "
         f"before {_commit(args.old)}, after {_commit(args.new)}; "
         f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}; "

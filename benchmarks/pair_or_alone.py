@@ -13,14 +13,16 @@ second core).
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
 
 import numpy as np
+from conftest import _cpu_model, kernel_geometry
 
 import fastgru
-from fastgru import _isa, _paths, _tuning
+from fastgru import _paths, _tuning
 
 #: (steps, inputs, hidden units): cells first, then sequences.
 SHAPES = (
@@ -65,18 +67,15 @@ def _round_us(call, n):
     return (time.perf_counter() - start) / n * 1e6
 
 
+@contextlib.contextmanager
 def _paired():
     """Every one-row call shares its row with the partner (the thresholds at 0) inside the block."""
     saved = _tuning.PAIR_FROM_HIDDEN, _tuning.PAIR_FROM_FLOPS
-
-    class Block:
-        def __enter__(self):
-            _tuning.PAIR_FROM_HIDDEN = _tuning.PAIR_FROM_FLOPS = 0
-
-        def __exit__(self, *exc):
-            _tuning.PAIR_FROM_HIDDEN, _tuning.PAIR_FROM_FLOPS = saved
-
-    return Block()
+    _tuning.PAIR_FROM_HIDDEN = _tuning.PAIR_FROM_FLOPS = 0
+    try:
+        yield
+    finally:
+        _tuning.PAIR_FROM_HIDDEN, _tuning.PAIR_FROM_FLOPS = saved
 
 
 def measure(rounds):
@@ -115,11 +114,10 @@ def markdown(rows, rounds):
     for steps, n_inputs, n_hidden, pair, alone, chosen, kib in rows:
         what = f"cell i{n_inputs} h{n_hidden}" if steps == 1 else f"sequence s{steps} i{n_inputs} h{n_hidden}"
         lines.append(f"| {what} | {kib:,.0f} | {pair:,.1f} | {alone:,.1f} | {pair / alone:.2f} | {chosen} |")
-    with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
-        f"{model}, geometry {_isa.GEOMETRY.name} compiled for {_isa.TARGET_CPU}, L2 per core {_l2_kib()}; "
+        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}, L2 per core {_l2_kib()}; "
         f"batch 1, float32, linear_before_reset, prepared ops with out=; medians of {rounds} alternating rounds; "
         f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
         f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}.",

@@ -8,7 +8,8 @@ from numba import njit
 
 from fastgru._kernels.layout import pack_weights, packed_differs, packed_size, panels
 from fastgru._kernels.memory import aligned
-from fastgru._kernels.transpose import block_lanes, transpose_block, transposed_rows
+from fastgru._kernels.microkernel import lanes as vector_lanes
+from fastgru._kernels.transpose import transpose_block, transposed_rows
 
 DTYPES = (np.float32, np.float64)
 #: (directions, inputs, hidden units, bias rows per H): whole blocks, ragged k, ragged columns,
@@ -61,7 +62,7 @@ def _transposed(dst, src, ld):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_block_is_transposed_in_registers(rng, dtype):
-    lanes = block_lanes(np.dtype(dtype).itemsize)
+    lanes = vector_lanes(np.dtype(dtype))
     ld = lanes + 3  # rows farther apart than a block
     src = rng.standard_normal((lanes, ld)).astype(dtype)
     dst = np.full((lanes, ld), np.nan, dtype)

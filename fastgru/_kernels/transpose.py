@@ -15,12 +15,7 @@ from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
 
-from .._isa import GEOMETRY
-
-
-def block_lanes(itemsize):
-    """L for elements of ``itemsize`` bytes: the lanes of one vector of the geometry."""
-    return GEOMETRY.vector_bytes // itemsize
+from .microkernel import lanes as vector_lanes
 
 
 def swap_masks(lanes, b):
@@ -53,7 +48,7 @@ def _block_codegen(finish):
     def codegen(context, builder, signature, args):
         dtype = signature.args[0].dtype
         itemsize = dtype.bitwidth // 8
-        lanes = block_lanes(itemsize)
+        lanes = vector_lanes(np.dtype(str(dtype)))
         vec = ir.VectorType(context.get_value_type(dtype), lanes)
         i64 = ir.IntType(64)
         dst_arr, dst_off, ldd, src_arr, src_off, lds = args
@@ -132,14 +127,14 @@ def bits_differ(typingctx, x, y):
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1)
 
     def transpose_block(dst, dst_off, ldd, src, src_off, lds):  # noqa: F811
-        lanes = block_lanes(dst.dtype.itemsize)
+        lanes = vector_lanes(dst.dtype)
         flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)
         for i in range(lanes):
             for j in range(lanes):
                 flat_dst[dst_off + j * ldd + i] = flat_src[src_off + i * lds + j]
 
     def block_differs(dst, dst_off, ldd, src, src_off, lds):  # noqa: F811
-        lanes = block_lanes(dst.dtype.itemsize)
+        lanes = vector_lanes(dst.dtype)
         flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)
         return any(
             bits_differ(flat_dst[dst_off + j * ldd + i], flat_src[src_off + i * lds + j])
