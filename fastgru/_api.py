@@ -3,6 +3,7 @@
 import numpy as np
 
 from ._docs import shared_docs
+from ._dispatch import Unpacked
 from ._packs import packed_weights
 from ._validate import DEFAULT, Attributes, augru_layout, validate
 
@@ -210,9 +211,23 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     return _run(spec, arrays)
 
 
+#: Unpacked templates by spec (a serving loop's calls share one).
+_templates = {}
+
+
 def _run(spec, arrays):
-    """Compute with the weights packed (``_packs``: kept while the caller's weights are unchanged)."""
-    packed = packed_weights(spec, arrays["W"], arrays["R"], arrays.get("B"))
+    """Compute from the caller's weights as they are for a call of one row and one step
+    (``Unpacked``), else with the weights packed (``_packs``: kept while they are unchanged)."""
+    X = arrays["X"]
+    if X.shape[0] == 1 and (spec.layout == "cell" or X.shape[1] == 1):
+        template = _templates.get(spec)
+        if template is None:
+            if len(_templates) >= 64:
+                _templates.clear()
+            template = _templates[spec] = Unpacked(spec)
+        packed = template.with_weights(arrays["W"], arrays["R"], arrays.get("B"))
+    else:
+        packed = packed_weights(spec, arrays["W"], arrays["R"], arrays.get("B"))
     return packed.compute(arrays["X"], arrays["initial_hidden_state"], arrays.get("sequence_lengths"), arrays.get("A"))
 
 

@@ -7,6 +7,7 @@ or float64. Inputs are only read: conversions copy into the calling thread's kep
 (``_scratch``), never into the caller's arrays.
 """
 
+import copy
 import functools
 import math
 
@@ -15,6 +16,7 @@ import numpy as np
 from . import _paths, _scratch
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
+from ._kernels.direct import direct_scratch, run_direct
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._kernels.pair import worker_callback
@@ -76,11 +78,9 @@ class Packed:
 
     def __init__(self, spec, W, R, B=None, weight_dtype=None):
         weight_dtype = check_weight_dtype(spec.op, weight_dtype, spec.dtype)
-        ct = compute_dtype(spec.dtype)
-        h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
+        self._describe(spec)
+        ct, h, d, i = self.compute_dtype, self.n_hidden, self.n_dirs, self.n_inputs
         W, R, B = packing_inputs(spec, W, R, B)
-        self.spec = spec
-        self.compute_dtype = ct
         if weight_dtype is None:
             self.weights = aligned(packed_size(d, i, h, ct.itemsize), ct)
             pack_weights(W, R, B, self.weights)
@@ -88,6 +88,13 @@ class Packed:
             self.weights = pack_compact(spec.op, weight_dtype, W, R, B)
         #: What the kernels read W and R as: 'float32', 'float64', 'bfloat16' or 'int8'.
         self.weight_dtype = weight_dtype or ct.name
+
+    def _describe(self, spec):
+        """Everything but the weights: sizes, attributes and the per-call constants."""
+        ct = compute_dtype(spec.dtype)
+        h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
+        self.spec = spec
+        self.compute_dtype = ct
         self.n_dirs, self.n_hidden, self.n_inputs = d, h, i
         self.clip = spec.clip
         self._attributes = {
@@ -146,7 +153,7 @@ class Packed:
             att = self._no_att
         else:
             att = _scratch.converted("A", att, ct).reshape(n, s)
-        _paths.run(self, None, n, s, (X, h0, lengths, NO_ROWS, att, y, ho), None, 0)
+        self._run_kernel(n, s, (X, h0, lengths, NO_ROWS, att, y, ho))
         if self._native:
             return results
         if out is None:
@@ -154,6 +161,10 @@ class Packed:
         for dst, src in zip(out, results):
             np.copyto(dst, src, casting="unsafe")
         return out
+
+    def _run_kernel(self, n, s, arrays):
+        """The kernel call of ``compute``."""
+        _paths.run(self, None, n, s, arrays, None, 0)
 
     def run(self, n, s, arrays, strides=None, keep=False, path=None):
         """The kernel call on the kernels' ``arrays`` (X, h0, lengths, state_rows, att, y, ho; see
@@ -209,3 +220,34 @@ class Packed:
         if self._ones.shape[0] < n:
             self._ones = np.ones(n, dtype=np.int64)
         return self._ones
+
+
+class Unpacked(Packed):
+    """The weights of a one-off call of one row and one step (the function API's): the caller's W, R
+    and B as the kernels read them (``packing_inputs``: themselves when they can), multiplied as they
+    are by ``run_direct``, which packs each panel in cache as it goes. Nothing is packed ahead or
+    kept, so nothing can go stale. ``compute`` only: the other drivers need packed weights.
+
+    ``Unpacked(spec)`` is a call's template, without weights (``weights`` None): ``with_weights``
+    makes the call's own from it, a shallow copy that shares its memo of call descriptors."""
+
+    def __init__(self, spec):
+        self._describe(spec)
+        self.weights = None
+        self.weight_dtype = self.compute_dtype.name
+        self._floats = direct_scratch(self.n_inputs, self.n_hidden, self.compute_dtype.itemsize).end
+
+    def with_weights(self, W, R, B):
+        """A copy of this template that computes with W, R and B."""
+        call = copy.copy(self)
+        call.weights = packing_inputs(self.spec, W, R, B)
+        return call
+
+    def _run_kernel(self, n, s, arrays):
+        X, h0, lengths, _, att, y, ho = arrays
+        work, _ = _scratch.work(self._floats, 0, self.compute_dtype)
+        key = "direct", n, s
+        call = self.memo.get(key)
+        if call is None:
+            call = self.remember(key, self.call(n, s, 0, None, 0))
+        run_direct(X, h0, lengths, att, y, ho, *self.weights, call, self.clip, work)

@@ -183,45 +183,57 @@ def split_scratch(seq_length, n_inputs, n_hidden, itemsize, chunk_rows):
 
 
 @kernel()
-def _panels_of(W, R, B, out, compare):
-    """Pack W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) into ``out`` (``pack_weights``), or, with
-    ``compare``, only read: whether ``out`` differs in any bit from what packing them would write.
+def pack_panel(M, d, q, k0, k1, nr, out, base, compare):
+    """Rows k0..k1 of panel q of direction d of M (D, 3H, k_len) into ``out``, row k at
+    base + (k - k0)*NR (zero past 3H), or, with ``compare``, only read: whether ``out`` differs in
+    any bit from what packing would write. k0 is a multiple of L, and so is k1 unless it is k_len.
     Blocks of L columns by L rows of k are transposed in registers (``transpose.py``), the rest
     (the last rows of k, the columns past the last whole block, the zeros past 3H) element by
     element."""
-    n_dirs, n_cols, n_inputs = W.shape
+    n_cols, k_len = M.shape[1], M.shape[2]
+    lanes = VECTOR_BYTES // out.itemsize  # L, as transpose_block takes it
+    k_blocks = k_len - k_len % lanes
+    col0 = q * nr
+    col1 = min(col0 + nr, n_cols)
+    full = col0 + (col1 - col0) // lanes * lanes  # the columns of whole blocks: [col0, full)
+    for kb in range(k0, min(k1, k_blocks), lanes):
+        for j0 in range(col0, full, lanes):
+            at, src = base + (kb - k0) * nr + j0 - col0, (d * n_cols + j0) * k_len + kb
+            if not compare:
+                transpose_block(out, at, nr, M, src, k_len)
+            elif block_differs(out, at, nr, M, src, k_len):
+                return True
+    for k in range(k0, k1):
+        for col in range(col0 if k >= k_blocks else full, col0 + nr):
+            at = base + (k - k0) * nr + col - col0
+            if col >= col1:  # past 3H: zero, never read
+                if not compare:
+                    store(out, at, 0)
+                continue
+            value = load(M, (d * n_cols + col) * k_len + k)
+            if not compare:
+                store(out, at, value)
+            elif bits_differ(load(out, at), value):
+                return True
+    return False
+
+
+@kernel()
+def _panels_of(W, R, B, out, compare):
+    """Pack W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) into ``out`` (``pack_weights``), or, with
+    ``compare``, only read: whether ``out`` differs in any bit from what packing them would write."""
+    n_dirs, n_inputs = W.shape[0], W.shape[2]
     n_hidden = R.shape[2]
     p = panels(n_hidden, out.itemsize)
-    nr, lanes = p.nr, VECTOR_BYTES // out.itemsize  # L, as transpose_block takes it
+    nr = p.nr
     r_begin = n_dirs * p.n * n_inputs * nr
     b_begin = r_begin + n_dirs * p.n * n_hidden * nr
     for begin, M in ((0, W), (r_begin, R)):
         k_len = M.shape[2]
-        k_blocks = k_len - k_len % lanes
         for d in range(n_dirs):
             for q in range(p.n):
-                base, col0 = begin + (d * p.n + q) * k_len * nr, q * nr
-                col1 = min(col0 + nr, n_cols)
-                full = col0 + (col1 - col0) // lanes * lanes  # the columns of whole blocks: [col0, full)
-                for k0 in range(0, k_blocks, lanes):
-                    for j0 in range(col0, full, lanes):
-                        at, src = base + k0 * nr + j0 - col0, (d * n_cols + j0) * k_len + k0
-                        if not compare:
-                            transpose_block(out, at, nr, M, src, k_len)
-                        elif block_differs(out, at, nr, M, src, k_len):
-                            return True
-                for k in range(k_len):
-                    for col in range(col0 if k >= k_blocks else full, col0 + nr):
-                        at = base + k * nr + col - col0
-                        if col >= col1:  # past 3H: zero, never read
-                            if not compare:
-                                store(out, at, 0)
-                            continue
-                        value = load(M, (d * n_cols + col) * k_len + k)
-                        if not compare:
-                            store(out, at, value)
-                        elif bits_differ(load(out, at), value):
-                            return True
+                if pack_panel(M, d, q, 0, k_len, nr, out, begin + (d * p.n + q) * k_len * nr, compare):
+                    return True
     for d in range(n_dirs):
         for col in range(4 * n_hidden):
             at = b_begin + d * 4 * n_hidden + col
