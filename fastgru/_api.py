@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from ._docs import shared_docs
 from ._dispatch import Unpacked
+from ._docs import shared_docs
 from ._packs import packed_weights
 from ._validate import DEFAULT, Attributes, augru_layout, validate
 
