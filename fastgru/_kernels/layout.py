@@ -188,33 +188,49 @@ def pack_panel(M, d, q, k0, k1, nr, out, base, compare):
     base + (k - k0)*NR (zero past 3H), or, with ``compare``, only read: whether ``out`` differs in
     any bit from what packing would write. k0 is a multiple of L, and so is k1 unless it is k_len.
     Blocks of L columns by L rows of k are transposed in registers (``transpose.py``), the rest
-    (the last rows of k, the columns past the last whole block, the zeros past 3H) element by
-    element."""
+    (the columns past the last whole block, the last rows of k, the zeros past 3H) element by
+    element, in loops entered only when there is such a rest (a loop over every row of k for an
+    empty rest, vectorised by LLVM, pays its set-up at every row: more than the blocks' time)."""
     n_cols, k_len = M.shape[1], M.shape[2]
     lanes = VECTOR_BYTES // out.itemsize  # L, as transpose_block takes it
-    k_blocks = k_len - k_len % lanes
+    k_blocks = min(k1, k_len - k_len % lanes)  # the rows of whole blocks: [k0, k_blocks)
     col0 = q * nr
     col1 = min(col0 + nr, n_cols)
     full = col0 + (col1 - col0) // lanes * lanes  # the columns of whole blocks: [col0, full)
-    for kb in range(k0, min(k1, k_blocks), lanes):
-        for j0 in range(col0, full, lanes):
-            at, src = base + (kb - k0) * nr + j0 - col0, (d * n_cols + j0) * k_len + kb
-            if not compare:
-                transpose_block(out, at, nr, M, src, k_len)
-            elif block_differs(out, at, nr, M, src, k_len):
+    for kb in range(k0, k_blocks, lanes):  # two loops, not a test per block: a test there slows the blocks
+        if compare:
+            for j0 in range(col0, full, lanes):
+                if block_differs(out, base + (kb - k0) * nr + j0 - col0, nr, M, (d * n_cols + j0) * k_len + kb, k_len):
+                    return True
+        else:
+            for j0 in range(col0, full, lanes):
+                transpose_block(out, base + (kb - k0) * nr + j0 - col0, nr, M, (d * n_cols + j0) * k_len + kb, k_len)
+    if full < col0 + nr:
+        for k in range(k0, k_blocks):
+            if _panel_row(M, d, k, full, col0, col1, nr, out, base + (k - k0) * nr, compare):
                 return True
-    for k in range(k0, k1):
-        for col in range(col0 if k >= k_blocks else full, col0 + nr):
-            at = base + (k - k0) * nr + col - col0
-            if col >= col1:  # past 3H: zero, never read
-                if not compare:
-                    store(out, at, 0)
-                continue
-            value = load(M, (d * n_cols + col) * k_len + k)
+    for k in range(max(k0, k_blocks), k1):
+        if _panel_row(M, d, k, col0, col0, col1, nr, out, base + (k - k0) * nr, compare):
+            return True
+    return False
+
+
+@kernel()
+def _panel_row(M, d, k, first, col0, col1, nr, out, row, compare):
+    """Columns [first, col0 + NR) of row k of a panel (``pack_panel``), element by element, to
+    out[row + col - col0]: M's, zero from col1 on; or with ``compare``, whether they differ."""
+    n_cols, k_len = M.shape[1], M.shape[2]
+    for col in range(first, col0 + nr):
+        at = row + col - col0
+        if col >= col1:  # past 3H: zero, never read
             if not compare:
-                store(out, at, value)
-            elif bits_differ(load(out, at), value):
-                return True
+                store(out, at, 0)
+            continue
+        value = load(M, (d * n_cols + col) * k_len + k)
+        if not compare:
+            store(out, at, value)
+        elif bits_differ(load(out, at), value):
+            return True
     return False
 
 
