@@ -1,9 +1,10 @@
 """The packed weights of the function API (``fastgru.gru_cell(X, H, W, R, B)`` and the others),
-kept across calls while the caller's weights stay the same.
+kept across calls while the caller's weights stay the same; a call of one row and one step packs
+nothing (``_dispatch.Unpacked``) and does not come here.
 
 Packing W and R into the kernels' panels costs a pass that reads them and writes as much, about
-what a batch-1 call of a prepared op costs again, so a loop over ``fastgru.gru_cell(...)`` with the
-same weights would pay it at every step. The last ``KEEP`` packed sets, up to ``KEEP_BYTES`` in
+what a call of a few rows of a prepared op costs again, so a loop over ``fastgru.gru_cell(...)``
+with the same weights would pay it at every step. The last ``KEEP`` packed sets, up to ``KEEP_BYTES`` in
 all, are kept, by the identity of the arrays given. A call whose W, R and B are the same objects as
 a kept set's reuses its packed weights when packing them again would write the same bits
 (``layout.packed_differs``: a compiled comparison of the caller's arrays with the packed ones,

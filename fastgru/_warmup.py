@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from . import _partner
+from ._api import gru_cell
 from ._dispatch import NO_ROWS, compute_dtype
 from ._kernels.planned import job_callback
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
@@ -66,8 +67,8 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)) -> 
 
 def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
     """What ``warmup`` does, as (label, callable) pairs, for ``python -m fastgru warmup``'s progress:
-    each kernel path of each compute dtype and weights, the kernels of the prepared ops' plans, then
-    the partner thread's loop."""
+    each kernel path of each compute dtype and weights, the kernels of the prepared ops' plans, the
+    function API's calls of one row and one step, then the partner thread's loop."""
     names = _names("ops", ops, _OPS)
     weights = [None if w in (None, "exact") else w for w in _names("weight_dtypes", weight_dtypes, _WEIGHT_NAMES)]
     paths = dict.fromkeys(path for op in names if op in _PATHS for path in _PATHS[op])
@@ -110,8 +111,14 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
         ct, w = kind
         return f"{np.dtype(ct).name} {what}" if w is None else f"{np.dtype(ct).name} {w} weights {what}"
 
+    def function_calls(ct):  # a call of one row and one step from the caller's weights (run_direct)
+        W, R, B = np.zeros((6, 3), ct), np.zeros((6, 2), ct), np.zeros(6, ct)
+        gru_cell(np.zeros((1, 3), ct), np.zeros((1, 2), ct), W, R, B)
+
     found = [(label(kind, path), functools.partial(run, kind, path)) for kind in kinds for path in paths]
     found += [(label(kind, "plans"), functools.partial(plans, kind)) for kind in kinds]
+    if any(op in _PATHS for op in names):
+        found += [(label((ct, None), "function calls"), functools.partial(function_calls, ct)) for ct in computes]
     if "gru_stack" in names:
         found += [(label(kind, "stacks"), functools.partial(stacks, kind)) for kind in kinds]
     return [*found, ("partner thread", partner)]

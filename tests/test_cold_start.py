@@ -110,7 +110,8 @@ def test_warmup_compiles_every_kernel_path_of_each_dtype():
 
 def test_after_warmup_a_row_shared_with_the_partner_loads_no_kernel():
     """A one-row cell on the pair path, called enough times to take its plan (whose job for the pair
-    driver has a callback of its own): warmup() has made every kernel it runs ready."""
+    driver has a callback of its own), and a function call of one row and one step: warmup() has
+    made every kernel they run ready."""
     code = textwrap.dedent("""
         import numpy as np, fastgru
         from fastgru import _config, _partner
@@ -122,12 +123,16 @@ def test_after_warmup_a_row_shared_with_the_partner_loads_no_kernel():
         x, state = np.ones((1, h), np.float32), np.zeros((1, h), np.float32)
         for _ in range(50):
             cell(x, state, out=state)
-        print(_partner.PARTNER.enabled, before == _config.compile_counts(), before, _config.compile_counts())
+        paired = before == _config.compile_counts()
+        before = _config.compile_counts()
+        fastgru.gru_cell(x, state, *(np.zeros((3 * h, h), np.float32) for _ in range(2)))  # run_direct
+        print(_partner.PARTNER.enabled, paired, before == _config.compile_counts(), _config.compile_counts())
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    enabled, unchanged = done.stdout.split()[:2]
-    assert unchanged == "True" or enabled == "False", done.stdout
+    enabled, paired, direct = done.stdout.split()[:3]
+    assert paired == "True" or enabled == "False", done.stdout
+    assert direct == "True", done.stdout
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,104 @@
+"""The function API's one-row, one-step call (computed from the caller's W and R as they are), alone or
+with the partner thread, beside the prepared cell: the measurement behind DIRECT_PAIR_FROM_HIDDEN.
+
+    python benchmarks/direct_calls.py [--rounds 9] [--md PATH]
+    NUMBA_CPU_NAME=haswell FASTGRU_ISA=avx2 python benchmarks/direct_calls.py   # AVX2 code
+
+``fastgru.gru_cell(x, h, W, R, B)`` at batch 1, float32, inputs = H, the same arrays at every call,
+in alternating rounds of calls in one process: "alone", DIRECT_PAIR_FROM_HIDDEN above H (every
+call on the calling thread); "pair", DIRECT_PAIR_FROM_HIDDEN at 0 (the units shared with the
+spinning partner). The prepared ``fastgru.GRUCell(W, R, B)(x, h, out=h)`` of the same weights runs
+in the same rounds, in its default path. The table gives the medians of the rounds and the ratios.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+from conftest import _cpu_model, kernel_geometry
+
+import fastgru
+from fastgru import _tuning
+
+HIDDEN = (64, 128, 256, 384, 512)
+
+
+def _calls(n_hidden):
+    rng = np.random.default_rng(0)
+    scale = np.float32(1 / np.sqrt(n_hidden))
+    W, R = (rng.uniform(-scale, scale, (3 * n_hidden, n_hidden)).astype(np.float32) for _ in range(2))
+    B = rng.uniform(-scale, scale, 3 * n_hidden).astype(np.float32)
+    x, h = rng.standard_normal((1, n_hidden)).astype(np.float32), np.zeros((1, n_hidden), np.float32)
+    cell, state = fastgru.GRUCell(W, R, B), h.copy()
+    return (lambda: fastgru.gru_cell(x, h, W, R, B)), (lambda: cell(x, state, out=state))
+
+
+def _round_us(call, n):
+    for _ in range(3):  # the partner joins a burst from its third call
+        call()
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def measure(rounds):
+    rows = []
+    saved = _tuning.DIRECT_PAIR_FROM_HIDDEN
+    try:
+        for n_hidden in HIDDEN:
+            function, prepared = _calls(n_hidden)
+            n = max(20, 2_000_000 // (n_hidden * n_hidden))
+            ways = {"alone": (1 << 30, function), "pair": (0, function), "prepared": (saved, prepared)}
+            times = {way: [] for way in ways}
+            for k in range(rounds):
+                for way in ways if k % 2 == 0 else list(ways)[::-1]:
+                    _tuning.DIRECT_PAIR_FROM_HIDDEN, call = ways[way]
+                    times[way].append(_round_us(call, n))
+            m = {way: statistics.median(t) for way, t in times.items()}
+            rows.append((n_hidden, m["alone"], m["pair"], m["prepared"]))
+            print(f"h{n_hidden}: " + ", ".join(f"{way} {v:.1f}" for way, v in m.items()), flush=True)
+    finally:
+        _tuning.DIRECT_PAIR_FROM_HIDDEN = saved
+    return rows
+
+
+def markdown(rows, rounds):
+    lines = [
+        "| H | alone µs | pair µs | pair / alone | prepared cell µs | alone / prepared | pair / prepared |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n_hidden, alone, pair, prepared in rows:
+        lines.append(
+            f"| {n_hidden} | {alone:,.1f} | {pair:,.1f} | {pair / alone:.2f} | {prepared:,.1f} | "
+            f"{alone / prepared:.2f} | {pair / prepared:.2f} |"
+        )
+    model, kernels = _cpu_model(), kernel_geometry()
+    lines += [
+        "",
+        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}; "
+        f"fastgru.gru_cell(x, h, W, R, B), batch 1, float32, inputs = H, the same arrays at every call; "
+        f"medians of {rounds} alternating rounds in one process; "
+        f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+        f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--md", default=None, help="write the table here too")
+    args = parser.parse_args(argv)
+    text = markdown(measure(args.rounds), args.rounds)
+    print(text)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
