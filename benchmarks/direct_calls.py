@@ -1,14 +1,12 @@
-"""The function API's one-row, one-step call (computed from the caller's W and R as they are), alone or
-with the partner thread, beside the prepared cell: the measurement behind DIRECT_PAIR_FROM_HIDDEN.
+"""The function API's one-row, one-step call (computed from the caller's W and R as they are) beside
+the prepared cell of the same weights.
 
     python benchmarks/direct_calls.py [--rounds 9] [--md PATH]
     NUMBA_CPU_NAME=haswell FASTGRU_ISA=avx2 python benchmarks/direct_calls.py   # AVX2 code
 
 ``fastgru.gru_cell(x, h, W, R, B)`` at batch 1, float32, inputs = H, the same arrays at every call,
-in alternating rounds of calls in one process: "alone", DIRECT_PAIR_FROM_HIDDEN above H (every
-call on the calling thread); "pair", DIRECT_PAIR_FROM_HIDDEN at 0 (the units shared with the
-spinning partner). The prepared ``fastgru.GRUCell(W, R, B)(x, h, out=h)`` of the same weights runs
-in the same rounds, in its default path. The table gives the medians of the rounds and the ratios.
+and the prepared ``fastgru.GRUCell(W, R, B)(x, h, out=h)`` in its default path, in alternating
+rounds of calls in one process. The table gives the medians of the rounds and their ratio.
 """
 
 import argparse
@@ -20,7 +18,6 @@ import numpy as np
 from conftest import _cpu_model, kernel_geometry
 
 import fastgru
-from fastgru import _tuning
 
 HIDDEN = (64, 128, 256, 384, 512)
 
@@ -36,7 +33,7 @@ def _calls(n_hidden):
 
 
 def _round_us(call, n):
-    for _ in range(3):  # the partner joins a burst from its third call
+    for _ in range(3):  # the prepared cell's partner joins a burst from its third call
         call()
     start = time.perf_counter()
     for _ in range(n):
@@ -46,40 +43,28 @@ def _round_us(call, n):
 
 def measure(rounds):
     rows = []
-    saved = _tuning.DIRECT_PAIR_FROM_HIDDEN
-    try:
-        for n_hidden in HIDDEN:
-            function, prepared = _calls(n_hidden)
-            n = max(20, 2_000_000 // (n_hidden * n_hidden))
-            ways = {"alone": (1 << 30, function), "pair": (0, function), "prepared": (saved, prepared)}
-            times = {way: [] for way in ways}
-            for k in range(rounds):
-                for way in ways if k % 2 == 0 else list(ways)[::-1]:
-                    _tuning.DIRECT_PAIR_FROM_HIDDEN, call = ways[way]
-                    times[way].append(_round_us(call, n))
-            m = {way: statistics.median(t) for way, t in times.items()}
-            rows.append((n_hidden, m["alone"], m["pair"], m["prepared"]))
-            print(f"h{n_hidden}: " + ", ".join(f"{way} {v:.1f}" for way, v in m.items()), flush=True)
-    finally:
-        _tuning.DIRECT_PAIR_FROM_HIDDEN = saved
+    for n_hidden in HIDDEN:
+        ways = dict(zip(("function", "prepared"), _calls(n_hidden)))
+        n = max(20, 2_000_000 // (n_hidden * n_hidden))
+        times = {way: [] for way in ways}
+        for k in range(rounds):
+            for way in ways if k % 2 == 0 else list(ways)[::-1]:
+                times[way].append(_round_us(ways[way], n))
+        function, prepared = (statistics.median(times[way]) for way in ways)
+        rows.append((n_hidden, function, prepared))
+        print(f"h{n_hidden}: function {function:.1f}, prepared {prepared:.1f}", flush=True)
     return rows
 
 
 def markdown(rows, rounds):
-    lines = [
-        "| H | alone µs | pair µs | pair / alone | prepared cell µs | alone / prepared | pair / prepared |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for n_hidden, alone, pair, prepared in rows:
-        lines.append(
-            f"| {n_hidden} | {alone:,.1f} | {pair:,.1f} | {pair / alone:.2f} | {prepared:,.1f} | "
-            f"{alone / prepared:.2f} | {pair / prepared:.2f} |"
-        )
+    lines = ["| H | gru_cell(x, h, W, R, B) µs | prepared cell µs | ratio |", "|---|---|---|---|"]
+    for n_hidden, function, prepared in rows:
+        lines.append(f"| {n_hidden} | {function:,.1f} | {prepared:,.1f} | {function / prepared:.2f} |")
     model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
         f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}; "
-        f"fastgru.gru_cell(x, h, W, R, B), batch 1, float32, inputs = H, the same arrays at every call; "
+        f"batch 1, float32, inputs = H, the same arrays at every call; "
         f"medians of {rounds} alternating rounds in one process; "
         f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
         f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}.",

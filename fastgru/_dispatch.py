@@ -16,9 +16,9 @@ import numpy as np
 from . import _paths, _scratch
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
-from ._kernels.direct import direct_scratch
-from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size, panels
-from ._kernels.memory import LINE_BYTES, aligned
+from ._kernels.direct import direct_scratch, run_direct
+from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
+from ._kernels.memory import aligned
 from ._kernels.pair import worker_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -235,13 +235,7 @@ class Unpacked(Packed):
         self._describe(spec)
         self.weights = None
         self.weight_dtype = self.compute_dtype.name
-        itemsize = self.compute_dtype.itemsize
-        end, line = direct_scratch(self.n_inputs, self.n_hidden, itemsize).end, LINE_BYTES // itemsize
-        #: Float scratch of one worker (whole 64-byte lines).
-        self.task_floats = -(-end // line) * line
-        #: Where two workers split the units: the whole panel nearest H/2 (``_paths.run_direct``).
-        nr = panels(self.n_hidden, itemsize).nr
-        self.half = min(max(1, round(self.n_hidden / 2 / nr)) * nr, self.n_hidden - 1)
+        self._floats = direct_scratch(self.n_inputs, self.n_hidden, self.compute_dtype.itemsize).end
 
     def with_weights(self, W, R, B):
         """A copy of this template that computes with W, R and B."""
@@ -250,8 +244,10 @@ class Unpacked(Packed):
         return call
 
     def _run_kernel(self, n, s, arrays):
+        X, h0, lengths, _, att, y, ho = arrays
+        work, _ = _scratch.work(self._floats, 0, self.compute_dtype)
         key = "direct", n, s
         call = self.memo.get(key)
         if call is None:
             call = self.remember(key, self.call(n, s, 0, None, 0))
-        _paths.run_direct(self, arrays, call)
+        run_direct(X, h0, lengths, att, y, ho, *self.weights, call, self.clip, work)

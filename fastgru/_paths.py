@@ -9,9 +9,8 @@ least the calling thread: a call never waits for threads.
 """
 
 from . import _partner, _scratch, _tuning
-from ._kernels.direct import run_direct as run_direct_serial
 from ._kernels.layout import rows_scratch, split_scratch
-from ._kernels.pair import direct_worker_callback, run_direct_pair, run_pair
+from ._kernels.pair import run_pair
 from ._kernels.rows import run_parallel, run_serial
 from ._kernels.split import run_split
 from ._threading import lease, requested
@@ -62,30 +61,6 @@ def run(packed, path, n, s, arrays, strides, keep):
         work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
         run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks)
         return "run_parallel"
-
-
-def run_direct(unpacked, arrays, call):
-    """Run a call of one row and one step from the caller's weights (``_dispatch.Unpacked``): from
-    DIRECT_PAIR_FROM_HIDDEN on, its units in two halves, one on the partner thread when it can have
-    it as ``_pair`` takes it and the budget leaves a thread for it; else on this thread alone.
-    Returns the kernel that ran: 'run_direct', or 'run_direct_pair', with a '+' when the partner
-    took its half (else this thread ran both)."""
-    X, h0, lengths, _, att, y, ho = arrays
-    ct, floats, weights, clip = unpacked.compute_dtype, unpacked.task_floats, unpacked.weights, unpacked.clip
-    if unpacked.n_hidden >= _tuning.DIRECT_PAIR_FROM_HIDDEN:
-        partner = _partner.PARTNER
-        with partner.lease(wake=unpacked.flops(1, 1) >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
-            if taken:
-                with lease(min(2, requested())) as granted:
-                    if granted > 1:
-                        work, _ = _scratch.work(2 * floats, 0, ct)
-                        worker = direct_worker_callback(ct)
-                        shared = run_direct_pair(X, h0, lengths, att, y, ho, *weights, call, clip, work,
-                            unpacked.half, partner.mailbox, worker)  # fmt: skip
-                        return "run_direct_pair+" if shared else "run_direct_pair"
-    work, _ = _scratch.work(floats, 0, ct)
-    run_direct_serial(X, h0, lengths, att, y, ho, *weights, call, clip, work)
-    return "run_direct"
 
 
 def _serial(packed, n, s, arrays, strides, keep):

@@ -31,10 +31,6 @@ SPLIT_FROM_STEPS = 16
 PAIR_FROM_HIDDEN = 128
 PAIR_FROM_FLOPS = 400_000
 
-#: The function API's calls of one row and one step (from the caller's weights, ``_kernels/direct.py``)
-#: share their units with the partner thread from this hidden_size on ("Tuning: the direct call").
-DIRECT_PAIR_FROM_HIDDEN = 128
-
 #: A one-row call of at least this many FLOPs (about 1 ms of one core) wakes a sleeping partner
 #: before it starts instead of running alone: the cold partner then gains more than it costs
 #: ("Tuning: the partner thread").

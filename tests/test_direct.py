@@ -3,14 +3,12 @@ caller's W, R and B as they are, with the bits of the prepared ops (which pack t
 for every op, attribute, direction, dtype, sequence length and shape; weights changed in place
 between calls are seen; nothing is kept, and nothing of the caller's is written."""
 
-import time
-
 import numpy as np
 import pytest
 from conftest import make_case
 
 import fastgru
-from fastgru import _packs, _partner, _paths, _tuning
+from fastgru import _dispatch, _packs
 
 #: (input_size, hidden_size): tiny, ragged against every geometry's lanes and panels, and more rows
 #: of k than the driver packs at a time (K_ROWS), with a ragged last run.
@@ -33,24 +31,18 @@ def function_result(op, inputs, attrs):
     return getattr(fastgru, op)(**inputs, **attrs)
 
 
-@pytest.fixture(params=["run_direct", "run_direct_pair"])
-def direct_calls(request, monkeypatch):
-    """The kernels the direct calls ran, by name: once with every call on the calling thread, once
-    with every call's units shared with the partner thread (whatever its size; "run_direct" where
-    the partner thread is off on this platform)."""
-    names = []
-    original = _paths.run_direct
+@pytest.fixture
+def direct_calls(monkeypatch):
+    """How many kernel calls ran the direct driver."""
+    count = []
+    original = _dispatch.run_direct
 
-    def recorded(*args):
-        names.append(original(*args))
-        return names[-1]
+    def counted(*args):
+        count.append(1)
+        return original(*args)
 
-    monkeypatch.setattr(_paths, "run_direct", recorded)
-    pair = request.param == "run_direct_pair" and _partner.PARTNER.enabled
-    monkeypatch.setattr(_tuning, "DIRECT_PAIR_FROM_HIDDEN", 1 if pair else 1 << 30)
-    monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)  # every call wakes the partner, if it sleeps
-    yield names
-    assert {name.rstrip("+") for name in names} <= {"run_direct_pair" if pair else "run_direct"}
+    monkeypatch.setattr(_dispatch, "run_direct", counted)
+    return count
 
 
 def assert_same_bits(got, want):
@@ -120,20 +112,3 @@ def test_non_contiguous_weights_are_read_as_their_values(rng):
     inputs["W"] = np.asfortranarray(inputs["W"])
     inputs["R"] = np.concatenate([inputs["R"], inputs["R"]], axis=1)[:, :24]  # strided rows
     assert_same_bits(fastgru.gru_cell(**inputs), want)
-
-
-@pytest.mark.skipif(not _partner.PARTNER.enabled, reason="the partner thread is off on this platform")
-def test_the_partner_takes_half_of_a_direct_call(rng, monkeypatch):
-    """In a burst of calls the partner computes its half: the bits are those of one thread."""
-    case = make_case(rng, op="gru_cell", batch=1, input_size=96, hidden_size=160)
-    monkeypatch.setattr(_tuning, "DIRECT_PAIR_FROM_HIDDEN", 1 << 30)
-    want = fastgru.gru_cell(**case.inputs)
-    monkeypatch.setattr(_tuning, "DIRECT_PAIR_FROM_HIDDEN", 1)
-    monkeypatch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)
-    names = []
-    original = _paths.run_direct
-    monkeypatch.setattr(_paths, "run_direct", lambda *args: names.append(original(*args)))
-    end = time.monotonic() + 10  # a loaded machine may keep the spinning partner off its core for a while
-    while "run_direct_pair+" not in names and time.monotonic() < end:
-        assert_same_bits(fastgru.gru_cell(**case.inputs), want)
-    assert "run_direct_pair+" in names

@@ -57,72 +57,40 @@ def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
             tile_fma(w, co + (q - q0) * nr, 0, w, ao + k0, w, buf, 0, k1 - k0, 1, 1, PANEL_VECTORS)
 
 
-@kernel()
-def _xg_panels(o, w, B, W, d, bias_at, n_hidden, q0, q1, nr):
-    """X·Wᵀ + bias for the panels q0..q1: the bias first, as ``products.project``, zero past 3H."""
-    for col in range(q0 * nr, min(q1 * nr, 3 * n_hidden)):
-        store(w, o.xg + col, load(B, bias_at + col))
-    for col in range(max(q0 * nr, 3 * n_hidden), q1 * nr):
-        store(w, o.xg + col, 0)
-    product_direct(w, o.xg + q0 * nr, o.x, W, d, q0, q1, o.panel, nr)
-
-
-@kernel()
-def _gates_panels(o, w, B, R, d, rbh_at, lbr, n_hidden, q0, q1, nr):
-    """C for the panels q0..q1: X·Wᵀ + bias and Rbh (``begin_gates``), then + H·Rᵀ."""
-    begin_gates(w, o.c, o.xg, B, rbh_at, lbr, n_hidden, q0 * nr, q1 * nr)
-    product_direct(w, o.c + q0 * nr, o.state, R, d, q0, q1, o.panel, nr)
-
-
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def direct_units(X, h0, lengths, att, y, ho, W, R, B, call, clip_at, d, u0, u1, w):
-    """Step 0 of row 0, direction d, for the units [u0, u1) (a length of 0 or 1), in the task's
-    scratch ``w``. It computes the columns those units need: their z and h columns, and every r
-    column (r ⊙ H takes all of r), in whole panels, each once: the two workers of a pair
-    (``pair.run_direct_pair``) each compute every r column, and meet only at the end."""
+def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
+    """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread."""
     c = read_call(call)
     n_hidden, n_inputs = c.n_hidden, c.n_inputs
     p = panels(n_hidden, y.itemsize)
     nr, first = p.nr, p.p2 * p.nr
     o = direct_scratch(n_inputs, n_hidden, y.itemsize)
-    length = lengths[0]
-    so, yo, bias_at = d * c.s_dir, d * c.y_dir, d * B.shape[1]
-    for j in range(n_hidden):
-        store(w, o.state + j, load(h0, so + j))
-    if length > 0:
-        for k in range(n_inputs):
-            store(w, o.x + k, load(X, k))
-        # The panels of the z columns of the units, of every r column, of the h columns of the
-        # units: three runs, in order, each starting where the one before ended.
-        z0, z1 = u0 // nr, -(-u1 // nr)
-        r0, r1 = max(n_hidden // nr, z1), -(-2 * n_hidden // nr)
-        h0_, h1 = (2 * n_hidden + u0) // nr, -(-(2 * n_hidden + u1) // nr)
-        hq0 = max(h0_, r1)
-        for q0, q1 in ((z0, z1), (r0, r1), (hq0, h1)):
-            _xg_panels(o, w, B, W, d, bias_at, n_hidden, q0, q1, nr)
-        rbh_at = bias_at + 3 * n_hidden
-        _gates_panels(o, w, B, R, d, rbh_at, c.lbr, n_hidden, z0, z1, nr)
-        _gates_panels(o, w, B, R, d, rbh_at, c.lbr, n_hidden, r0, r1, nr)
-        activate_gates(w, o.c + u0, o.c + u1, clip_at, c.f_code)
-        activate_gates(w, o.c + n_hidden, o.c + 2 * n_hidden, clip_at, c.f_code)
-        if c.lbr:
-            _gates_panels(o, w, B, R, d, rbh_at, c.lbr, n_hidden, hq0, h1, nr)
-            candidate_lbr(w, o.c, o.xg, n_hidden, u0, u1)
-            hg = o.c + 2 * n_hidden
-        else:  # C2, the h gate's product, from column ``first``: for the panels h0_..h1
-            reset_state(w, o.m, o.c, o.state, n_hidden, 0, n_hidden)
-            begin_candidate(w, o.c2 + (h0_ - p.p2) * nr, o.xg, n_hidden, h0_ * nr, h0_ * nr, h1 * nr)
-            product_direct(w, o.c2 + (h0_ - p.p2) * nr, o.m, R, d, h0_, h1, o.panel, nr)
-            hg = o.c2 + 2 * n_hidden - first
-        activate_gates(w, hg + u0, hg + u1, clip_at, c.g_code)
-        score = load(att, 0) if att.size > 0 else w.dtype.type(0)
-        update_state(w, o.c, hg, o.state, o.state, score, att.size > 0, y, yo, u0, u1)
-    finish_row(w, o.state, length == 0 and not c.keep, y, yo, c.y_step, length, 1, ho, so, u0, u1)
-
-
-@kernel()
-def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
-    """Every direction on the calling thread."""
-    c = read_call(call)
+    clip_at = y.dtype.type(clip)
+    length, w = lengths[0], work
     for d in range(c.n_dirs):
-        direct_units(X, h0, lengths, att, y, ho, W, R, B, call, y.dtype.type(clip), d, 0, c.n_hidden, work)
+        so, yo, bias_at = d * c.s_dir, d * c.y_dir, d * B.shape[1]
+        for j in range(n_hidden):
+            store(w, o.state + j, load(h0, so + j))
+        if length > 0:
+            for k in range(n_inputs):
+                store(w, o.x + k, load(X, k))
+            for col in range(3 * n_hidden):  # X·Wᵀ + bias: the bias first, as products.project
+                store(w, o.xg + col, load(B, bias_at + col))
+            for col in range(3 * n_hidden, p.n * nr):
+                store(w, o.xg + col, 0)
+            product_direct(w, o.xg, o.x, W, d, 0, p.n, o.panel, nr)
+            begin_gates(w, o.c, o.xg, B, bias_at + 3 * n_hidden, c.lbr, n_hidden, 0, p.n * nr)
+            product_direct(w, o.c, o.state, R, d, 0, p.n if c.lbr else p.p1, o.panel, nr)
+            activate_gates(w, o.c, o.c + 2 * n_hidden, clip_at, c.f_code)
+            if c.lbr:
+                candidate_lbr(w, o.c, o.xg, n_hidden, 0, n_hidden)
+                hg = o.c + 2 * n_hidden
+            else:
+                reset_state(w, o.m, o.c, o.state, n_hidden, 0, n_hidden)
+                begin_candidate(w, o.c2, o.xg, n_hidden, first, first, p.n * nr)
+                product_direct(w, o.c2, o.m, R, d, p.p2, p.n, o.panel, nr)
+                hg = o.c2 + 2 * n_hidden - first
+            activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
+            score = load(att, 0) if att.size > 0 else w.dtype.type(0)
+            update_state(w, o.c, hg, o.state, o.state, score, att.size > 0, y, yo, 0, n_hidden)
+        finish_row(w, o.state, length == 0 and not c.keep, y, yo, c.y_step, length, 1, ho, so, 0, n_hidden)

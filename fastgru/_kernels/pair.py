@@ -22,8 +22,6 @@ from numba import carray
 from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
 from .callbacks import BF16, F32, F64, I8, Callbacks, call_job, weights_key
-from .direct import direct_units
-from .layout import read_call
 from .memory import aligned
 from .split import split_part, split_setup
 
@@ -35,18 +33,8 @@ _ARRAYS = "X h0 lengths state_rows att y ho weights call work iwork".split()
 _WORKER = JOB
 _ADDRESS = {name: JOB + 1 + 2 * i for i, name in enumerate(_ARRAYS)}
 _CLIP = JOB + 1 + 2 * len(_ARRAYS)
+SIZE = _CLIP + 1
 (_X, _H0, _LENGTHS, _STATE_ROWS, _ATT, _Y, _HO, _WEIGHTS, _CALL, _WORK, _IWORK) = (_ADDRESS[n] for n in _ARRAYS)
-#: A direct job (``run_direct_pair``): the caller's W, R and B instead of the packed weights, no
-#: state_rows or iwork, worker 1's part of the scratch as ``work``, then the clip's bits and the
-#: first unit of worker 1.
-_DIRECT_ARRAYS = "X h0 lengths att y ho W R B call work".split()
-_DIRECT = {name: JOB + 1 + 2 * i for i, name in enumerate(_DIRECT_ARRAYS)}
-_DIRECT_CLIP = JOB + 1 + 2 * len(_DIRECT_ARRAYS)
-_DIRECT_HALF = _DIRECT_CLIP + 1
-(_D_X, _D_H0, _D_LENGTHS, _D_ATT, _D_Y, _D_HO, _D_W, _D_R, _D_B, _D_CALL, _D_WORK) = (
-    _DIRECT[n] for n in _DIRECT_ARRAYS
-)
-SIZE = max(_CLIP, _DIRECT_HALF) + 1
 
 
 def new_mailbox():
@@ -142,71 +130,6 @@ def serve(mailbox, spin_cycles):
             atomic_store(mailbox, STATE, FINISHED)
 
 
-@kernel()
-def run_direct_pair(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, half, mailbox, worker):
-    """``direct.run_direct`` on two workers: the units [0, half) of every direction here, [half, H) in
-    the job posted to the partner through ``mailbox`` (IDLE on entry and on return), each in its
-    half of ``work``; ``worker`` the address of ``direct_worker_callback``'s callback for these
-    arrays' dtype. The workers share nothing but the inputs they read (each computes every r
-    column) and meet once, at the end; ho must not be h0. Returns 1 if the partner took the job,
-    else 0 (this thread then ran worker 1's units too)."""
-    part = work.shape[0] // 2 // 16 * 16  # whole 64-byte lines of float32 or float64
-    job = mailbox
-    job[_WORKER] = worker
-    job[_D_X], job[_D_X + 1], job[_D_H0], job[_D_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
-    job[_D_LENGTHS], job[_D_LENGTHS + 1] = address_of(lengths), lengths.size
-    job[_D_ATT], job[_D_ATT + 1], job[_D_Y], job[_D_Y + 1] = address_of(att), att.size, address_of(y), y.size
-    job[_D_HO], job[_D_HO + 1], job[_D_W], job[_D_W + 1] = address_of(ho), ho.size, address_of(W), W.size
-    job[_D_R], job[_D_R + 1], job[_D_B], job[_D_B + 1] = address_of(R), R.size, address_of(B), B.size
-    job[_D_CALL], job[_D_CALL + 1] = address_of(call), call.size
-    job[_D_WORK], job[_D_WORK + 1] = address_of(work) + part * work.itemsize, work.size - part
-    mailbox.view(np.float64)[_DIRECT_CLIP] = clip
-    job[_DIRECT_HALF] = half
-    atomic_store(mailbox, STATE, POSTED)  # seq_cst: the fields are visible first
-    c = read_call(call)
-    clip_at = y.dtype.type(clip)
-    for d in range(c.n_dirs):
-        direct_units(X, h0, lengths, att, y, ho, W, R, B, call, clip_at, d, 0, half, work)
-    if atomic_swap(mailbox, STATE, POSTED, IDLE):  # not taken: withdrawn, worker 1's units are ours
-        for d in range(c.n_dirs):
-            direct_units(X, h0, lengths, att, y, ho, W, R, B, call, clip_at, d, half, c.n_hidden, work[part:])
-        return 0
-    while atomic_load(mailbox, STATE) != FINISHED:
-        spin_pause()
-    atomic_store(mailbox, STATE, IDLE)
-    return 1
-
-
-@kernel()
-def _serve_direct(mailbox, like):
-    """Worker 1 of the direct job in ``mailbox``, whose float arrays have the dtype of ``like``; W, R
-    and B get their shapes back from the call descriptor."""
-    ints = mailbox
-    call = carray(pointer_to(mailbox[_D_CALL], ints), (mailbox[_D_CALL + 1],))
-    c = read_call(call)
-    n_dirs, n_cols = c.n_dirs, 3 * c.n_hidden
-    y = carray(pointer_to(mailbox[_D_Y], like), (1, 1, 1, mailbox[_D_Y + 1]))
-    clip_at = y.dtype.type(mailbox.view(np.float64)[_DIRECT_CLIP])
-    for d in range(n_dirs):
-        direct_units(
-            carray(pointer_to(mailbox[_D_X], like), (1, 1, mailbox[_D_X + 1])),
-            carray(pointer_to(mailbox[_D_H0], like), (1, 1, mailbox[_D_H0 + 1])),
-            carray(pointer_to(mailbox[_D_LENGTHS], ints), (mailbox[_D_LENGTHS + 1],)),
-            carray(pointer_to(mailbox[_D_ATT], like), (1, mailbox[_D_ATT + 1])),
-            y,
-            carray(pointer_to(mailbox[_D_HO], like), (1, 1, mailbox[_D_HO + 1])),
-            carray(pointer_to(mailbox[_D_W], like), (n_dirs, n_cols, c.n_inputs)),
-            carray(pointer_to(mailbox[_D_R], like), (n_dirs, n_cols, c.n_hidden)),
-            carray(pointer_to(mailbox[_D_B], like), (n_dirs, mailbox[_D_B + 1] // n_dirs)),
-            call,
-            clip_at,
-            d,
-            mailbox[_DIRECT_HALF],
-            c.n_hidden,
-            carray(pointer_to(mailbox[_D_WORK], like), (mailbox[_D_WORK + 1],)),
-        )
-
-
 # Worker 1's callbacks, one per element type of the weights (``callbacks.py``).
 def _worker_f32(mailbox):
     _serve_job(carray(mailbox, (SIZE,)), F32, F32)
@@ -229,24 +152,6 @@ def _worker_i8(mailbox):
 
 
 _WORKERS = Callbacks({"f": _worker_f32, "d": _worker_f64, "H": _worker_bf16, "b": _worker_i8})
-
-
-def _direct_f32(mailbox):
-    _serve_direct(carray(mailbox, (SIZE,)), F32)
-    return 0
-
-
-def _direct_f64(mailbox):
-    _serve_direct(carray(mailbox, (SIZE,)), F64)
-    return 0
-
-
-_DIRECT_WORKERS = Callbacks({"f": _direct_f32, "d": _direct_f64})
-
-
-def direct_worker_callback(dtype):
-    """The address of the callback that runs worker 1 of ``run_direct_pair`` on arrays of ``dtype``."""
-    return _DIRECT_WORKERS.address(dtype.char)
 
 
 def worker_callback(weights):
