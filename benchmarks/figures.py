@@ -550,13 +550,67 @@ figure(
 )
 figure(
     README,
-    "the tiny cell and sequence take 0.47x ONNX Runtime's time, the hidden-size-256 cell 1.16x (spaced calls 1.44x), "
-    "and the function API 9.76x the prepared cell",
+    "tiny cell and sequence take 0.47x and 0.48x ONNX Runtime's time, the hidden-size-256 cell 1.11x (spaced calls "
+    "1.30x), and the function API 4.96x the prepared cell",
     "benchmarks/small_calls_results_avx512.md",
     "0.47",
-    "1.16",
-    "1.44",
-    "9.76",
+    "0.48",
+    "1.11",
+    "1.30",
+    "4.96",
+)
+DIRECT, DIRECT_AVX2 = "benchmarks/packing_results_direct_avx512.md", "benchmarks/packing_results_direct_avx2code.md"
+figure(
+    README,
+    "the same-weights call at hidden size 256 went from 245.3 to 114.6 µs, a call with new weights from 456.8 to "
+    "206.2 µs",
+    DIRECT,
+    "245.3",
+    "114.6",
+    "456.8",
+    "206.2",
+)
+figure(README, "from 368.7 to 239.3 and from 711.3 to 266.1 µs", DIRECT_AVX2, "368.7", "239.3", "711.3", "266.1")
+figure(
+    CHANGELOG,
+    "H = 256 245.3 -> 114.6 µs and H = 512 944.8 -> 513.6 µs with avx512 code",
+    DIRECT,
+    "245.3",
+    "114.6",
+    "944.8",
+    "513.6",
+)
+figure(
+    CHANGELOG,
+    "368.7 -> 239.3 and 1,274.7 -> 807.3 µs with AVX2 code",
+    DIRECT_AVX2,
+    "368.7",
+    "239.3",
+    "1,274.7",
+    "807.3",
+)
+figure(CHANGELOG, "H = 256 456.8 -> 206.2 µs (avx512)", DIRECT, "456.8", "206.2")
+figure(CHANGELOG, "711.3 -> 266.1 µs (AVX2 code)", DIRECT_AVX2, "711.3", "266.1")
+figure(
+    TUNING,
+    "with avx512 code the pair took 0.92, 0.95 and 0.81 of the time alone at h256, h384 and h512, and 1.42 and 1.25 "
+    "at h64 and h128; with AVX2 code 0.86 at h256, 1.04 at h384 and h512",
+    ["benchmarks/direct_pair_experiment_avx512.md", "benchmarks/direct_pair_experiment_avx2code.md"],
+    "0.92",
+    "0.95",
+    "0.81",
+    "1.42",
+    "1.25",
+    "0.86",
+    "1.04",
+)
+figure(
+    README,
+    "The one-row function call at hidden size 256 takes 5.76x the prepared cell's time in "
+    "`benchmarks/direct_calls_results_avx512.md` (6.53x with AVX2 code",
+    ["benchmarks/direct_calls_results_avx512.md", "benchmarks/direct_calls_results_avx2code.md"],
+    "5.76",
+    "6.53",
 )
 for doc, quote in (
     (
@@ -674,13 +728,11 @@ figure(
 )
 figure(
     README,
-    "the same-weights call at hidden size 256 went from 223.2 to 186.1 µs, a call with new weights from 1,276.4 to "
-    "376.9 µs, as packing itself got faster (prepared `GRUCell` construction 521.7 to 185.4 µs)",
+    "took the same-weights call from 223.2 to 186.1 µs (`benchmarks/packing_results_avx512.md`), as packing itself "
+    "got faster (prepared `GRUCell` construction 521.7 to 185.4 µs)",
     PACKING,
     "223.2",
     "186.1",
-    "1,276.4",
-    "376.9",
     "521.7",
     "185.4",
 )

@@ -41,7 +41,7 @@ def value(text):
     text = text.replace(",", "").replace("_", "").replace("·10", "e").translate(_SUPERSCRIPTS)
     mantissa, _, exponent = text.lower().partition("e")
     decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-    return float(mantissa) * 10 ** int(exponent or 0), decimals - int(exponent or 0)
+    return float(f"{mantissa}e{exponent or 0}"), decimals - int(exponent or 0)  # a hash like 3e5541a: inf
 
 
 def rounds_to(number, figure):
