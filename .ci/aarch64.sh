@@ -131,6 +131,10 @@ even=$!
 wait "$even" || fail "fastgru warmup failed under emulation: $(tail -5 "$base/warmup0.log")"
 echo "CI aarch64: kernels compiled or loaded in $((SECONDS - test_start)) s: $(grep '^kernels:' "$base"/warmup?.log | cut -d: -f3- | paste -sd';')"
 "${python[@]}" -m pytest -p no:cacheprovider -q "${tests[@]}" || fail "the aarch64 tests failed"
+# The function API's calls of one row and one step (the direct driver, which packs each panel in
+# NEON's lanes as it goes) against the prepared ops' bits.
+"${python[@]}" -m pytest -p no:cacheprovider -q tests/test_direct.py -k "not float16" ||
+    fail "the direct-call tests failed on aarch64"
 # Stacks of layers (GRUStack): their layers run the drivers through C callbacks; the one-row case
 # of float32 takes each driver (serial, parallel, split, pair), against the layers one by one.
 "${python[@]}" -m pytest -p no:cacheprovider -q tests/test_stack.py -k "one_row and float32" ||
