@@ -4,12 +4,12 @@ nothing (``_dispatch.Unpacked``) and does not come here.
 
 Packing W and R into the kernels' panels costs a pass that reads them and writes as much, about
 what a call of a few rows of a prepared op costs again, so a loop over ``fastgru.gru_cell(...)``
-with the same weights would pay it at every step. The last ``KEEP`` packed sets, up to ``KEEP_BYTES`` in
-all, are kept, by the identity of the arrays given. A call whose W, R and B are the same objects as
-a kept set's reuses its packed weights when packing them again would write the same bits
-(``layout.packed_differs``: a compiled comparison of the caller's arrays with the packed ones,
-NaN payloads included, that reads each once); weights changed in place, or other arrays, are
-packed again. A stale result is therefore impossible, whatever the caller does with its arrays,
+with the same weights would pay it at every step. The last ``KEEP`` packed sets, up to
+``KEEP_BYTES`` in all, are kept, by the identity of the arrays given. A call whose W, R and B are
+the same objects as a kept set's reuses its packed weights when packing them again would write the
+same bits (``layout.packed_differs``: a compiled comparison of the caller's arrays with the packed
+ones, NaN payloads included, that reads each once); weights changed in place, or other arrays,
+are packed again. A stale result is therefore impossible, whatever the caller does with its arrays,
 and nothing of the caller's is copied to be kept.
 """
 
