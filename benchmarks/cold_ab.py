@@ -1,7 +1,8 @@
 """Empty-cache start-up of two checkouts, in alternating fresh processes: ``fastgru.warmup()`` (its
 defaults), the first float32 gru_sequence call (b4 s10 i16 h32 bidirectional), and the first three
-calls of a one-row GRUCell of 256 units (the pair path: the full path, then its plan twice), each
-from the interpreter's start with a new, empty FASTGRU_CACHE_DIR.
+calls of a one-row GRUCell of 256 units (the pair path: the full path, then its plan twice), and the
+first function call of one row (``fastgru.gru_cell(x, h, W, R)``, 256 units), each from the
+interpreter's start with a new, empty FASTGRU_CACHE_DIR.
 
     python benchmarks/cold_ab.py OLD_CHECKOUT NEW_CHECKOUT [--runs 2] [--md PATH]
 """
@@ -25,6 +26,10 @@ _CASES = {
         "import numpy as np, fastgru; r = np.random.default_rng(0); f = lambda *s: r.standard_normal(s, np.float32); "
         "cell = fastgru.GRUCell(f(768, 256) / 16, f(768, 256) / 16); x, h = f(1, 256), f(1, 256); "
         "[cell(x, h) for _ in range(3)]"
+    ),
+    "first function call of one row, gru_cell h256": (
+        "import numpy as np, fastgru; r = np.random.default_rng(0); f = lambda *s: r.standard_normal(s, np.float32); "
+        "fastgru.gru_cell(f(1, 256), f(1, 256), f(768, 256) / 16, f(768, 256) / 16)"
     ),
 }
 

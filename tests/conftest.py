@@ -228,9 +228,10 @@ KERNELS = ("run_serial", "run_parallel", "run_split", "run_pair")
 @pytest.fixture
 def kernels_run(monkeypatch):
     """The kernels that the test's calls ran, in order, by name, the planned calls' too (their job's
-    driver: run_serial or run_pair); "run_pair" is "run_pair+" when the partner thread took the job
-    (else the calling thread ran both halves). Safe from any thread."""
-    from fastgru import _paths, _plan
+    driver: run_serial or run_pair) and the function API's run_direct; "run_pair" is "run_pair+"
+    when the partner thread took the job (else the calling thread ran both halves). Safe from any
+    thread."""
+    from fastgru import _dispatch, _paths, _plan
 
     names = []
 
@@ -244,6 +245,7 @@ def kernels_run(monkeypatch):
 
     for name in KERNELS:
         monkeypatch.setattr(_paths, name, wrap(getattr(_paths, name), name))
+    monkeypatch.setattr(_dispatch, "run_direct", wrap(_dispatch.run_direct, "run_direct"))
     monkeypatch.setattr(_plan, "planned", planned_and_seen(_plan.planned, names.append))
     return names
 

@@ -47,6 +47,11 @@ class Case:
         """Whether a call of the case is a single row (batch 1, one direction): the row may be split."""
         return self.shape[0] == 1 and self.attrs.get("direction") != "bidirectional"
 
+    def direct(self):
+        """Whether the function API computes the case from the caller's weights as they are (one row,
+        one step: ``fastgru/_kernels/direct.py``) instead of on one of the paths."""
+        return self.kind in ("gru_cell", "gru_sequence", "augru_sequence") and self.shape[:2] == (1, 1)
+
 
 #: Few cases, of few distinct kernels: under emulation each kernel's first compilation takes a
 #: minute or more, and every case below runs the kernels of its dtype, whatever its op.
@@ -113,11 +118,16 @@ def _prepared(case, inputs):
     return cls[case.op](inputs["W"], inputs["R"], inputs["B"], **_attributes(case))
 
 
-def run(case, inputs):
-    """The results of ``case`` on ``inputs``, by name: an op's outputs; a stream's Y chunks and
-    final state; a pool's step results and final states."""
+def run(case, inputs, prepared=False):
+    """The results of ``case`` on ``inputs``, by name: an op's outputs (from the function, or with
+    ``prepared`` from the prepared op); a stream's Y chunks and final state; a pool's step results
+    and final states."""
     if case.kind in ("gru_cell", "gru_sequence", "augru_sequence"):
-        results = getattr(fastgru, case.kind)(**inputs, **_attributes(case))
+        if prepared:
+            per_call = ("X", "initial_hidden_state", "sequence_lengths", "A")
+            results = _prepared(case, inputs)(*(inputs[name] for name in per_call if name in inputs))
+        else:
+            results = getattr(fastgru, case.kind)(**inputs, **_attributes(case))
         results = results if isinstance(results, tuple) else (results,)
         return {f"out{k}": r for k, r in enumerate(results)}
     op = _prepared(case, inputs)

@@ -66,9 +66,17 @@ def test_the_bits_of_x86_64(monkeypatch, kernels_run, case, path):
     if path == "pair" and not _partner.PARTNER.enabled:
         pytest.skip(f"no partner thread here ({_partner.off_reason()})")
     reach(monkeypatch, path)
-    _assert_bits(case, run(case, INPUTS[case.name]), path)
+    # a function call of one row and one step takes no path (test_the_bits_from_the_callers_weights)
+    _assert_bits(case, run(case, INPUTS[case.name], prepared=case.direct()), path)
     ran = expected_kernel(path, case.one_row())
     assert any(name.startswith(ran) for name in kernels_run), (ran, kernels_run)
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.direct()], ids=lambda case: case.name)
+def test_the_bits_from_the_callers_weights(kernels_run, case):
+    """A function call of one row and one step, computed from the caller's weights as they are."""
+    _assert_bits(case, run(case, INPUTS[case.name]), "direct")
+    assert kernels_run == ["run_direct"]
 
 
 def test_the_partner_thread_takes_a_row_here(monkeypatch, kernels_run):
@@ -86,5 +94,5 @@ def test_the_partner_thread_takes_a_row_here(monkeypatch, kernels_run):
     assert _partner.PARTNER.serving.wait(SERVING_TIMEOUT)
     end = time.monotonic() + SERVING_TIMEOUT  # a loaded machine (or an emulator) may keep it off its core
     while "run_pair+" not in kernels_run and time.monotonic() < end:
-        _assert_bits(case, run(case, INPUTS[case.name]), "pair")
+        _assert_bits(case, run(case, INPUTS[case.name], prepared=True), "pair")
     assert "run_pair+" in kernels_run
