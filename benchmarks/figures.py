@@ -590,6 +590,15 @@ figure(
     "807.3",
 )
 figure(CHANGELOG, "H = 256 456.8 -> 206.2 µs (avx512)", DIRECT, "456.8", "206.2")
+figure(
+    CHANGELOG,
+    "54.1 -> 60.1 s, the first one-row function call 5.4 -> 6.9 s",
+    "benchmarks/cold_ab_results_direct.md",
+    "54.1",
+    "60.1",
+    "5.4",
+    "6.9",
+)
 figure(CHANGELOG, "711.3 -> 266.1 µs (AVX2 code)", DIRECT_AVX2, "711.3", "266.1")
 figure(
     TUNING,
