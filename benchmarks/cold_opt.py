@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from cold_ab import _CASES
-from conftest import _cpu_model
+from conftest import _cpu_model, show
 
 HERE = Path(__file__).resolve().parent
 LEVELS = ("3", "2", "1", "0")
@@ -74,10 +74,7 @@ def main(argv=None):
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(text)
+    show(text, args.md)
 
 
 if __name__ == "__main__":

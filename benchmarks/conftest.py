@@ -84,3 +84,22 @@ def pytest_collection_modifyitems(items):
         return callspec.params.get("round_", 0) if callspec else 0
 
     items.sort(key=round_of)  # stable: within a round, shapes and implementations keep their order
+
+
+def run_conditions():
+    """The environment variables a small-call figure depends on, and the date, for a results line:
+    "OPENBLAS_CORETYPE ..., FASTGRU_SPIN_US ...; YYYY-MM-DD."."""
+    import time
+
+    return (
+        f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+        f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}."
+    )
+
+
+def show(text, md=None):
+    """Print a results table, and write it to ``md`` too when given (a script's --md)."""
+    print(text)
+    if md:
+        with open(md, "w") as f:
+            f.write(text)

@@ -10,12 +10,11 @@ rounds of calls in one process. The table gives the medians of the rounds and th
 """
 
 import argparse
-import os
 import statistics
 import time
 
 import numpy as np
-from conftest import _cpu_model, kernel_geometry
+from conftest import _cpu_model, kernel_geometry, run_conditions, show
 
 import fastgru
 
@@ -65,9 +64,7 @@ def markdown(rows, rounds):
         "",
         f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}; "
         f"batch 1, float32, inputs = H, the same arrays at every call; "
-        f"medians of {rounds} alternating rounds in one process; "
-        f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
-        f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}.",
+        f"medians of {rounds} alternating rounds in one process; " + run_conditions(),
         "",
     ]
     return "\n".join(lines)
@@ -79,10 +76,7 @@ def main(argv=None):
     parser.add_argument("--md", default=None, help="write the table here too")
     args = parser.parse_args(argv)
     text = markdown(measure(args.rounds), args.rounds)
-    print(text)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(text)
+    show(text, args.md)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def main(argv=None):
         for h in HIDDEN:
             old, new = (statistics.median(r[case][str(h)] for r in runs[side]) for side in ("old", "new"))
             lines.append(f"| {case} | {h} | {old:,.1f} | {new:,.1f} | {new / old:.2f} |")
-    from conftest import _cpu_model, kernel_geometry
+    from conftest import _cpu_model, kernel_geometry, show
 
     model, kernels = _cpu_model(), kernel_geometry()
     lines += [
@@ -113,10 +113,7 @@ def main(argv=None):
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(text)
+    show(text, args.md)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,11 @@ second core).
 
 import argparse
 import contextlib
-import os
 import statistics
 import time
 
 import numpy as np
-from conftest import _cpu_model, kernel_geometry
+from conftest import _cpu_model, kernel_geometry, run_conditions, show
 
 import fastgru
 from fastgru import _paths, _tuning
@@ -119,8 +118,7 @@ def markdown(rows, rounds):
         "",
         f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}, L2 per core {_l2_kib()}; "
         f"batch 1, float32, linear_before_reset, prepared ops with out=; medians of {rounds} alternating rounds; "
-        f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
-        f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}.",
+        + run_conditions(),
         "",
     ]
     return "\n".join(lines)
@@ -132,10 +130,7 @@ def main(argv=None):
     parser.add_argument("--md", default=None, help="write the table here too")
     args = parser.parse_args(argv)
     text = markdown(measure(args.rounds), args.rounds)
-    print(text)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(text)
+    show(text, args.md)
 
 
 if __name__ == "__main__":
