@@ -182,6 +182,7 @@ class Packed:
         (name, value) pairs, or None for ``canonical_strides``."""
         strides = dict(strides) if strides else canonical_strides(self.n_dirs, s, self.n_inputs, self.n_hidden)
         fields = {**self._attributes, **strides, "n_rows": n, "seq_length": s, "keep": keep, "hoist": hoist}
+        fields.update(wait=0, post=0)  # no wavefront: a stack sets them in its own copy
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
 
     @functools.cached_property

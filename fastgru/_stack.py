@@ -24,9 +24,10 @@ import numpy as np
 
 from . import _partner, _scratch, _tuning
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
-from ._kernels.memory import aligned
+from ._kernels.layout import CALL
+from ._kernels.memory import LINE_BYTES, aligned
 from ._kernels.planned import JOB, JOB_SIZE, job_callback
-from ._kernels.stack import run_stack
+from ._kernels.stack import jobs_worker, run_stack, run_stack_pair
 from ._ops import GRUSequence
 from ._paths import _plan, choose
 from ._threading import lease, requested
@@ -189,7 +190,7 @@ class GRUStack:
         S steps, as ``Packed.run`` takes them (att unused, strides the canonical ones): X in any T1
         layout (converted here), h0 and ho (N, state_size) or a pool's states with ``state_rows``, y
         the last layer's Y; ``keep``: a row of length 0 keeps its state (streams, pools); ``path``
-        forces one of ``_paths.PATHS`` on every layer. Returns the path each layer ran."""
+        forces one of ``_paths.PATHS`` on every layer, or "wave" (``_wavefront``). Returns the path each layer ran."""
         X, h0, lengths, state_rows, _, y, ho = arrays
         ct = self.compute_dtype
         if not (X.dtype is ct and X.flags.carray):
@@ -200,6 +201,10 @@ class GRUStack:
             h0, ho = h0.reshape(h0.shape[0], self.state_size), ho.reshape(ho.shape[0], self.state_size)
         layout = self._layout(n, s, int(keep))
         lengths = layout.full if lengths is None else _scratch.lengths(lengths, n, s)
+        if path == "wave" or (path is None and layout.wave is not None and requested() > 1):
+            took = self._wavefront(layout, (X, h0, lengths, state_rows, y, ho), path == "wave")
+            if took is not None:
+                return ("wave" if took else "serial",) * len(self.layers)
         if path is None and (layout.serial or requested() == 1):  # every layer on this thread: the short way
             run_stack(X, h0, lengths, state_rows, y, ho, layout.serial_jobs)
             return ("serial",) * len(self.layers)
@@ -221,6 +226,20 @@ class GRUStack:
             ways, jobs = layout.ways(paths, 1, None, forced)
             run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         return tuple(way[0] for way in ways)
+
+    def _wavefront(self, layout, arrays, forced):
+        """The layers as a wavefront with the partner thread (``_kernels/stack.py``), when the call can
+        have it and a second thread; ``forced``: with this thread's own mailbox otherwise, which
+        nobody serves (this thread then runs every layer). Returns None if it did not run, else
+        whether the partner took its layers."""
+        partner = _partner.PARTNER
+        with partner.lease(wake=layout.flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
+            with lease(min(2, requested()) if taken else 1) as granted:
+                if granted == 1 and not forced:
+                    return None
+                mailbox = partner.mailbox if granted > 1 else _scratch.mailbox()
+                jobs, progress = layout.wave_jobs(mailbox)
+                return bool(run_stack_pair(*arrays, jobs, layout.wave, progress, mailbox, jobs_worker()))
 
     def _layout(self, n, s, keep):
         layouts = self._layouts.__dict__
@@ -303,6 +322,8 @@ class _Layout:
         self.full = np.full(n, s, dtype=_I64)
         #: Whether every layer runs on the calling thread whatever the call gets.
         self.serial = set(self.paths) == {"serial"}
+        #: The first of the partner's layers in a wavefront, or None: no wavefront for this shape.
+        self.wave = _wave_cut(stack, n, s)
 
     @functools.cached_property
     def serial_jobs(self):
@@ -321,7 +342,20 @@ class _Layout:
             found = self._ways[key] = ways, jobs, kept
         return found[:2]
 
-    def _make(self, ways):
+    def wave_jobs(self, mailbox):
+        """(jobs, progress) of the wavefront with ``mailbox``: made once each (``_make``)."""
+        key = "wave", id(mailbox)
+        found = self._ways.get(key)
+        if found is None:
+            jobs, kept = self._make((("serial", 0, None),) * len(self.stack.layers), self.wave)
+            found = self._ways[key] = jobs, kept[-1], kept
+        return found[:2]
+
+    def _make(self, ways, wave=None):
+        """(jobs, every array they point to) of ``ways``; with ``wave`` (every way serial), the jobs of
+        a wavefront cut before layer ``wave``: each part with scratch of its own, layer wave - 1
+        posting its steps to a counter (the last array kept) and layer ``wave`` waiting for them,
+        computing X·Wᵀ a step at a time."""
         stack, n, s = self.stack, self.n, self.s
         ct = stack.compute_dtype
         plans = []
@@ -335,13 +369,26 @@ class _Layout:
             else:
                 rows, tasks = 0, 2
             plans.append(_plan(packed, n, s, strides, self.keep, rows, tasks) + (tasks // packed.n_dirs,))
-        work, iwork = _scratch.work(max(p[1] for p in plans), max(p[2] for p in plans), ct)
-        jobs = np.zeros((len(stack.layers), JOB_SIZE), dtype=_I64)
-        kept = [work, iwork]  # every array the jobs point to, alive as long as they are
         last = len(stack.layers) - 1
+        if wave is None:
+            scratch = [_scratch.work(max(p[1] for p in plans), max(p[2] for p in plans), ct)] * (last + 1)
+        else:  # the parts run at once: scratch of their own
+            scratch = []
+            for part in (plans[:wave], plans[wave:]):
+                floats, ints = max(p[1] for p in part), max(p[2] for p in part)
+                scratch += [(aligned(floats, ct), aligned(ints, _I64))] * len(part)
+            progress = aligned(LINE_BYTES // 8, _I64, zero=True)  # a line of its own
+            plans = [list(p) for p in plans]
+            for k, field in ((wave - 1, "post"), (wave, "wait")):
+                plans[k][0] = call = plans[k][0].copy()  # the op's descriptor is shared: a copy
+                call[CALL[field]] = progress.ctypes.data
+            plans[wave][0][CALL["hoist"]] = 0  # its X comes a step at a time
+        jobs = np.zeros((len(stack.layers), JOB_SIZE), dtype=_I64)
+        kept = []  # every array the jobs point to, alive as long as they are
         for k, (op, (path, _, mailbox), (call, _, _, blocks)) in enumerate(zip(stack.layers, ways, plans)):
             packed = op._packed
             job = jobs[k]
+            work, iwork = scratch[k]
             fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork, "att": packed._no_att}
             if k > 0:
                 fixed["X"] = self.buffers[(k - 1) % 2]
@@ -359,7 +406,25 @@ class _Layout:
                 job[JOB["worker"]] = packed.worker
                 kept.append(mailbox)
             job[JOB["state_offset"]] = stack._offsets[k]
+        if wave is not None:
+            kept.append(progress)
         return jobs, kept
+
+
+def _wave_cut(stack, n, s):
+    """Where a wavefront cuts the layers of a call of N rows and S steps (the first layer of the
+    partner's part, chosen to balance the parts' packed weights), or None when the call cannot run
+    as one (not one row of more than one step, a layer not forward, float16 or bfloat16) or a part
+    would not fit one core's L2 (``_tuning.WAVE_MAX_BYTES``), where the split of each row does."""
+    layers = stack.layers
+    if n != 1 or s < 2 or len(layers) < 2 or not stack._native:
+        return None
+    if any(op.spec.direction != "forward" for op in layers):
+        return None
+    sizes = [op._packed.weights.nbytes for op in layers]
+    parts = {cut: max(sum(sizes[:cut]), sum(sizes[cut:])) for cut in range(1, len(layers))}
+    cut = min(parts, key=parts.get)
+    return cut if parts[cut] <= _tuning.WAVE_MAX_BYTES else None
 
 
 class StackStream:

@@ -8,6 +8,7 @@ them at run time; the kernels read the geometry once, when they compile.
 FLOPs below are those of the matrix products, 2·N·S·D·3H·(I + H).
 """
 
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -52,6 +53,29 @@ PATIENCE_SPINS = 2000
 
 #: Microseconds the partner thread spins without a job before it sleeps (FASTGRU_SPIN_US).
 SPIN_US = 1000
+
+
+def core_l2_bytes(cpu="/sys/devices/system/cpu/cpu0/cache"):
+    """One core's second-level cache in bytes, as Linux's sysfs says; 1 MiB when it does not."""
+    try:
+        for index in sorted(os.listdir(cpu)):
+            with open(os.path.join(cpu, index, "level")) as level:
+                if level.read().strip() != "2":
+                    continue
+            with open(os.path.join(cpu, index, "size")) as size:
+                text = size.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return 1 << 20
+
+
+#: A stack's layers run as a wavefront (a row's layers split between the calling thread and the
+#: partner, ``_kernels/stack.py``) only when each thread's part of the packed weights fits in this
+#: many bytes, one core's L2: else the split of each row, whose halves do ("Tuning: a layer
+#: wavefront"; tests/test_stack_wavefront.py).
+WAVE_MAX_BYTES = core_l2_bytes()
 
 
 # ------------------------------------------------------------------------------- geometries

@@ -20,7 +20,9 @@ weights    ``pack_weights``' flat array: Wᵀ, then Rᵀ, in panels, then the bi
 call       the descriptor: sizes, attributes (reverse: bit d set when direction d runs t = L-1,
            ..., 0; lbr; f and g activation codes; keep: a row of length 0 keeps its initial state in
            ho, for streams and pools, instead of zero; hoist: a task computes X·Wᵀ + bias for all its
-           rows and steps first) and strides.
+           rows and steps first), strides, and a stack's wavefront (``stack.py``): wait, the
+           address of an int64 counter that step s waits to exceed s before it reads X (0: none);
+           post, that of one it sets to s + 1 once step s's Y is written (0: none).
 clip       float: clip (0: none).
 work,iwork the task's float and int64 scratch (``rows_scratch``, ``split_scratch``).
 
@@ -47,7 +49,7 @@ VECTOR_BYTES = GEOMETRY.vector_bytes
 #: The call descriptor's fields, in order.
 CALL_FIELDS = (
     "n_rows seq_length n_inputs n_hidden n_dirs reverse lbr f_code g_code keep hoist "
-    "x_row x_step y_row y_dir y_step s_row s_dir"
+    "x_row x_step y_row y_dir y_step s_row s_dir wait post"
 ).split()
 Call = namedtuple("Call", CALL_FIELDS)
 #: Where each field sits in the descriptor array (CALL["hoist"] is the index of hoist).
@@ -95,6 +97,8 @@ def read_call(call):
         call[15],
         call[16],
         call[17],
+        call[18],
+        call[19],
     )
 
 

@@ -7,7 +7,8 @@ the weights): its loop holds no kernel, and a process compiles only the workers 
 
 The mailbox is an int64 array, 64-byte aligned: the state on a line of its own, the partner's
 flags on another (ASLEEP: it sleeps; NAP: asked to sleep now), then the job (worker 1's callback,
-the kernel's arguments as addresses and sizes, and the clip's bits). States: IDLE (nothing posted), POSTED,
+the kernel's arguments as addresses and sizes, and the clip's bits; or, for a stack's wavefront, its
+layers' jobs: ``post_jobs``). States: IDLE (nothing posted), POSTED,
 TAKEN (by the partner), FINISHED (by it), STOP (the partner leaves its loop).
 
 A call (``run_pair``) posts its job, runs worker 0, then withdraws the job if the partner has not
@@ -35,6 +36,8 @@ _ADDRESS = {name: JOB + 1 + 2 * i for i, name in enumerate(_ARRAYS)}
 _CLIP = JOB + 1 + 2 * len(_ARRAYS)
 SIZE = _CLIP + 1
 (_X, _H0, _LENGTHS, _STATE_ROWS, _ATT, _Y, _HO, _WEIGHTS, _CALL, _WORK, _IWORK) = (_ADDRESS[n] for n in _ARRAYS)
+#: Or, for a stack's layers (``post_jobs``), after the callback: the jobs' address, rows and row length.
+_JOBS = JOB + 1
 
 
 def new_mailbox():
@@ -73,13 +76,39 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
     _post(mailbox, worker, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork)
     clip_at = y.dtype.type(clip)
     split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 0)
-    if atomic_swap(mailbox, STATE, POSTED, IDLE):  # not taken: withdrawn, worker 1's part is ours
-        split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 1)
+    if finish(mailbox):
+        return 1
+    split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, 1)  # withdrawn: ours
+    return 0
+
+
+@kernel()
+def finish(mailbox):
+    """After the caller's own part: withdraw the posted job if the partner has not taken it (returns
+    0: the caller runs it), else wait until the partner has finished it (returns 1). The mailbox
+    is IDLE after."""
+    if atomic_swap(mailbox, STATE, POSTED, IDLE):
         return 0
     while atomic_load(mailbox, STATE) != FINISHED:
         spin_pause()
     atomic_store(mailbox, STATE, IDLE)
     return 1
+
+
+@kernel()
+def post_jobs(mailbox, worker, jobs, first):
+    """Publish the rows jobs[first:] of an int64 array of jobs (a stack's layers, ``stack.py``) for the
+    partner, which runs them through the callback at ``worker`` (it reads them with ``posted_jobs``)."""
+    mailbox[_WORKER] = worker
+    mailbox[_JOBS] = address_of(jobs) + first * jobs.shape[1] * jobs.itemsize
+    mailbox[_JOBS + 1], mailbox[_JOBS + 2] = jobs.shape[0] - first, jobs.shape[1]
+    atomic_store(mailbox, STATE, POSTED)
+
+
+@kernel()
+def posted_jobs(mailbox):
+    """(address, rows, row length) of the jobs ``post_jobs`` published."""
+    return mailbox[_JOBS], mailbox[_JOBS + 1], mailbox[_JOBS + 2]
 
 
 @kernel()

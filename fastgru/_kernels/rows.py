@@ -16,10 +16,11 @@ panels from P2 on, written to its own buffer C2: the panel that holds both r and
 for H < NR, z columns) is then computed twice without overwriting z or r.
 """
 
-from numba import prange
+from numba import carray, prange
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS
+from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
 from .products import pack, product_rows, project
@@ -86,6 +87,8 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
             running -= 1
         if running == 0:
             break
+        if c.wait != 0:  # a stack's wavefront: step s of X is the layer before's Y, from another thread
+            _wait_for(c.wait, s, iwork)
         for g0 in range(0, running, CHUNK_ROWS):
             n = min(CHUNK_ROWS, running - g0)
             for i in range(n):
@@ -124,12 +127,22 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
                 score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
                 y_at = b * c.y_row + d * c.y_dir + t * c.y_step
                 update_state(w, co, hg, so, so, score, has_att, y, y_at, 0, n_hidden)
+        if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
+            atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
 
     for i in range(n_rows):  # Ho, and Y's zeros past each row's length
         b = load(iwork, io.order + i)
         length = lengths[b]
         finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir,
             c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)  # fmt: skip
+
+
+@kernel()
+def _wait_for(address, s, like):
+    """Spin until the int64 counter at ``address`` exceeds s (``like``: an int64 array)."""
+    counter = carray(pointer_to(address, like), (1,))
+    while atomic_load(counter, 0) <= s:
+        spin_pause()
 
 
 @kernel()

@@ -10,11 +10,22 @@ addresses of the arrays that change from call to call (X into the first layer's 
 last's, the states, the lengths and the state rows into every one), then runs the layers in
 order: each job's callback is the driver its path chose (serial, parallel, split or pair), so a
 layer takes its threads as a call of its op would, and the drivers compile once for every stack.
+
+**Wavefront.** ``run_stack_pair`` runs the layers before ``first`` on the calling thread and the
+others on fastgru's partner thread (``pair.post_jobs``), each layer on the serial driver: layer
+``first`` computes step s as soon as layer ``first - 1`` has written its Y of step s, which that
+layer's descriptor posts to a counter after every step and the next one's waits for (the
+descriptors' ``wait`` and ``post``). Both cores work on one row without meeting inside a step, each
+reading only its own layers' weights.
 """
 
+from numba import carray
+
 from .._config import kernel
-from .atomics import address_of
-from .callbacks import call_job
+from .atomics import address_of, atomic_store, pointer_to
+from .callbacks import Callbacks, call_job
+from .pair import SIZE as MAILBOX_SIZE
+from .pair import finish, post_jobs, posted_jobs
 from .planned import JOB
 
 _X, _H0, _HO, _Y, _LENGTHS, _STATE_ROWS = (JOB[name] for name in ("X", "h0", "ho", "y", "lengths", "state_rows"))
@@ -22,10 +33,8 @@ _CALLBACK, _OFFSET = JOB["callback"], JOB["state_offset"]
 
 
 @kernel()
-def run_stack(X, h0, lengths, state_rows, y, ho, jobs):
-    """Every layer of ``jobs`` (L, JOB_SIZE) on checked arrays: X the first layer's input, y the last
-    layer's output, h0 and ho the states of every layer (ho may be h0: updated in place), lengths
-    int64 (N,) and state_rows (empty, or a pool's rows) as the kernels take them."""
+def _fill(jobs, X, h0, lengths, state_rows, y, ho):
+    """Write the call's arrays into every layer's job: X into the first, y into the last."""
     n_layers = jobs.shape[0]
     itemsize = y.itemsize
     for k in range(n_layers):
@@ -39,4 +48,52 @@ def run_stack(X, h0, lengths, state_rows, y, ho, jobs):
         job[_HO], job[_HO + 1] = address_of(ho) + offset * itemsize, ho.size - offset
         job[_LENGTHS], job[_LENGTHS + 1] = address_of(lengths), lengths.size
         job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
-        call_job(job[_CALLBACK], job)
+
+
+@kernel()
+def _run_jobs(jobs, k0, k1):
+    """The layers k0..k1 in order, each through its job's callback."""
+    for k in range(k0, k1):
+        call_job(jobs[k, _CALLBACK], jobs[k])
+
+
+@kernel()
+def run_stack(X, h0, lengths, state_rows, y, ho, jobs):
+    """Every layer of ``jobs`` (L, JOB_SIZE) on checked arrays: X the first layer's input, y the last
+    layer's output, h0 and ho the states of every layer (ho may be h0: updated in place), lengths
+    int64 (N,) and state_rows (empty, or a pool's rows) as the kernels take them."""
+    _fill(jobs, X, h0, lengths, state_rows, y, ho)
+    _run_jobs(jobs, 0, jobs.shape[0])
+
+
+@kernel()
+def run_stack_pair(X, h0, lengths, state_rows, y, ho, jobs, first, progress, mailbox, worker):
+    """``run_stack``'s layers as a wavefront: jobs[first:] posted to the partner through ``mailbox``
+    (``worker``: ``jobs_worker()``), jobs[:first] here; ``progress`` the int64 counter of layer
+    first - 1's steps that its descriptor posts to and layer first's waits on. Returns 1 if the
+    partner took its layers, else 0 (this thread withdrew them and ran them after its own)."""
+    _fill(jobs, X, h0, lengths, state_rows, y, ho)
+    atomic_store(progress, 0, 0)
+    post_jobs(mailbox, worker, jobs, first)
+    _run_jobs(jobs, 0, first)
+    if finish(mailbox):
+        return 1
+    _run_jobs(jobs, first, jobs.shape[0])
+    return 0
+
+
+def _serve_jobs(mailbox):
+    """The partner's part of ``run_stack_pair``: the jobs ``pair.post_jobs`` published."""
+    box = carray(mailbox, (MAILBOX_SIZE,))
+    address, rows, width = posted_jobs(box)
+    jobs = carray(pointer_to(address, box), (rows, width))
+    _run_jobs(jobs, 0, rows)
+    return 0
+
+
+_WORKER = Callbacks({"jobs": _serve_jobs})
+
+
+def jobs_worker():
+    """The address of the callback that runs a wavefront's posted layers (compiled on first use)."""
+    return _WORKER.address("jobs")
