@@ -354,8 +354,7 @@ class _Layout:
     def _make(self, ways, wave=None):
         """(jobs, every array they point to) of ``ways``; with ``wave`` (every way serial), the jobs of
         a wavefront cut before layer ``wave``: each part with scratch of its own, layer wave - 1
-        posting its steps to a counter (the last array kept) and layer ``wave`` waiting for them,
-        computing X·Wᵀ a step at a time."""
+        posting its steps to a counter (the last array kept) and layer ``wave`` waiting for them."""
         stack, n, s = self.stack, self.n, self.s
         ct = stack.compute_dtype
         plans = []
@@ -382,7 +381,6 @@ class _Layout:
             for k, field in ((wave - 1, "post"), (wave, "wait")):
                 plans[k][0] = call = plans[k][0].copy()  # the op's descriptor is shared: a copy
                 call[CALL[field]] = progress.ctypes.data
-            plans[wave][0][CALL["hoist"]] = 0  # its X comes a step at a time
         jobs = np.zeros((len(stack.layers), JOB_SIZE), dtype=_I64)
         kept = []  # every array the jobs point to, alive as long as they are
         for k, (op, (path, _, mailbox), (call, _, _, blocks)) in enumerate(zip(stack.layers, ways, plans)):

@@ -46,6 +46,11 @@ KEEP_SCRATCH_BYTES = 4 << 20
 #: and step while it is in cache (64 rows of C are at most 3·64·H floats).
 CHUNK_ROWS = 64
 
+#: In a stack's wavefront, the layer that waits for the one before it computes X·Wᵀ + bias this
+#: many steps at a time, once they are there, when its call hoists the projection: each panel of
+#: W then serves as many rows ("Tuning: a layer wavefront").
+WAVE_STEPS = 16
+
 # ------------------------------------------------------------------------------- two threads
 #: Spins a split worker waits for its partner to take its own half of an item before doing it
 #: itself: a few microseconds, far less than a step worth splitting.

@@ -19,7 +19,7 @@ for H < NR, z columns) is then computed twice without overwriting z or r.
 from numba import carray, prange
 
 from .._config import kernel
-from .._tuning import CHUNK_ROWS
+from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
@@ -71,7 +71,8 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
         at = state_at(c, state_rows, load(iwork, io.order + i), d)
         for j in range(n_hidden):
             store(w, o.state + i * n_hidden + j, load(h0, at + j))
-    if hoist:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
+    waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
+    if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
         total = n_rows * seq_length
         for r0 in range(0, total, CHUNK_ROWS):
             n = min(CHUNK_ROWS, total - r0)
@@ -87,8 +88,19 @@ def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 
             running -= 1
         if running == 0:
             break
-        if c.wait != 0:  # a stack's wavefront: step s of X is the layer before's Y, from another thread
+        if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
             _wait_for(c.wait, s, iwork)
+        elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
+            s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
+            if c.wait != 0:
+                _wait_for(c.wait, s1 - 1, iwork)
+            for i in range(n_rows):  # rows past their length project X they never read
+                for t0 in range(s, s1, CHUNK_ROWS):
+                    n = min(CHUNK_ROWS, s1 - t0)
+                    for r in range(n):
+                        store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
+                    project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w,
+                        o.xg + (i * seq_length + t0) * ldc, ldc, w, o.a, 0, p.n, nr)  # fmt: skip
         for g0 in range(0, running, CHUNK_ROWS):
             n = min(CHUNK_ROWS, running - g0)
             for i in range(n):
