@@ -201,6 +201,8 @@ class GRUStack:
             h0, ho = h0.reshape(h0.shape[0], self.state_size), ho.reshape(ho.shape[0], self.state_size)
         layout = self._layout(n, s, int(keep))
         lengths = layout.full if lengths is None else _scratch.lengths(lengths, n, s)
+        if path == "wave" and layout.cut is None:
+            raise ValueError("GRUStack.run: this call cannot run as a wavefront (one row, steps > 1, forward layers)")
         if path == "wave" or (path is None and layout.wave is not None and requested() > 1):
             took = self._wavefront(layout, (X, h0, lengths, state_rows, y, ho), path == "wave")
             if took is not None:
@@ -239,7 +241,7 @@ class GRUStack:
                     return None
                 mailbox = partner.mailbox if granted > 1 else _scratch.mailbox()
                 jobs, progress = layout.wave_jobs(mailbox)
-                return bool(run_stack_pair(*arrays, jobs, layout.wave, progress, mailbox, jobs_worker()))
+                return bool(run_stack_pair(*arrays, jobs, layout.cut, progress, mailbox, jobs_worker()))
 
     def _layout(self, n, s, keep):
         layouts = self._layouts.__dict__
@@ -322,8 +324,10 @@ class _Layout:
         self.full = np.full(n, s, dtype=_I64)
         #: Whether every layer runs on the calling thread whatever the call gets.
         self.serial = set(self.paths) == {"serial"}
-        #: The first of the partner's layers in a wavefront, or None: no wavefront for this shape.
-        self.wave = _wave_cut(stack, n, s)
+        #: The first of the partner's layers in a wavefront (None: this call shape cannot run as
+        #: one), and whether fastgru takes it (each part within one core's L2) or not (None).
+        self.cut = _wave_cut(stack, n, s, float("inf"))
+        self.wave = _wave_cut(stack, n, s, _tuning.WAVE_MAX_BYTES)
 
     @functools.cached_property
     def serial_jobs(self):
@@ -347,7 +351,7 @@ class _Layout:
         key = "wave", id(mailbox)
         found = self._ways.get(key)
         if found is None:
-            jobs, kept = self._make((("serial", 0, None),) * len(self.stack.layers), self.wave)
+            jobs, kept = self._make((("serial", 0, None),) * len(self.stack.layers), self.cut)
             found = self._ways[key] = jobs, kept[-1], kept
         return found[:2]
 
@@ -409,11 +413,12 @@ class _Layout:
         return jobs, kept
 
 
-def _wave_cut(stack, n, s):
+def _wave_cut(stack, n, s, limit):
     """Where a wavefront cuts the layers of a call of N rows and S steps (the first layer of the
     partner's part, chosen to balance the parts' packed weights), or None when the call cannot run
     as one (not one row of more than one step, a layer not forward, float16 or bfloat16) or a part
-    would not fit one core's L2 (``_tuning.WAVE_MAX_BYTES``), where the split of each row does."""
+    takes more than ``limit`` bytes (``_tuning.WAVE_MAX_BYTES``: one core's L2, beyond which the
+    split of each row, whose halves fit, is faster)."""
     layers = stack.layers
     if n != 1 or s < 2 or len(layers) < 2 or not stack._native:
         return None
@@ -422,7 +427,7 @@ def _wave_cut(stack, n, s):
     sizes = [op._packed.weights.nbytes for op in layers]
     parts = {cut: max(sum(sizes[:cut]), sum(sizes[cut:])) for cut in range(1, len(layers))}
     cut = min(parts, key=parts.get)
-    return cut if parts[cut] <= _tuning.WAVE_MAX_BYTES else None
+    return cut if parts[cut] <= limit else None
 
 
 class StackStream:

@@ -273,7 +273,9 @@ def reach(monkeypatch, path, hoist=True):
     """Patch fastgru's tuning so that every call of the test takes ``path``, however small: 'serial';
     'parallel' (a single row: serial); 'split' (a single row split in a Numba parallel region, the
     partner thread off; more rows: parallel); 'pair' (a single row with the partner thread, which
-    every call wakes; more rows: parallel). ``hoist=False``: X·Wᵀ is computed step by step."""
+    every call wakes; more rows: parallel); 'wave' (as 'pair', and a stack of forward layers at one
+    row as a wavefront with the partner thread, however large its layers; no other path takes
+    one). ``hoist=False``: X·Wᵀ is computed step by step."""
     from fastgru import _partner, _tuning
 
     never = 10**18
@@ -284,11 +286,12 @@ def reach(monkeypatch, path, hoist=True):
         "PAIR_FROM_HIDDEN": never,
         "PAIR_FROM_FLOPS": 0,
         "PAIR_WAKE_FLOPS": 0,
+        "WAVE_MAX_BYTES": never if path == "wave" else 0,
     }
     if path == "split":
         patches["SPLIT_FROM_HIDDEN"] = 1
         monkeypatch.setattr(_partner.PARTNER, "enabled", False)
-    if path == "pair":
+    if path in ("pair", "wave"):
         patches["PAIR_FROM_HIDDEN"] = 1
     if not hoist:
         patches["HOIST_BYTES"] = 0

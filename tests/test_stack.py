@@ -108,6 +108,99 @@ def test_one_row_paths_give_the_layers_bits(monkeypatch, dtype, path, lbr):
         monkeypatch.undo()
 
 
+def _forward_layers(rng, dtype, lbr):
+    """Forward layers of other sizes and attributes: a wavefront's cut falls between two of them."""
+    return [
+        _layer(rng, 6, 40, "forward", lbr, dtype),
+        _layer(rng, 40, 64, "forward", not lbr, dtype, clip=0.5),
+        _layer(rng, 64, 17, "forward", lbr, dtype, activations=["tanh", "relu"]),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lbr", [False, True])
+@pytest.mark.parametrize("hoist", [True, False])
+def test_one_row_wavefront_gives_the_layers_bits(monkeypatch, dtype, lbr, hoist):
+    if not _partner.PARTNER.enabled:
+        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+    rng = np.random.default_rng(12)
+    stack = fastgru.GRUStack(_forward_layers(rng, dtype, lbr))
+    reach(monkeypatch, "wave", hoist)
+    for s, length in ((2, 2), (7, 5), (40, 40), (40, 33), (40, 0)):  # 40: more than WAVE_STEPS
+        X, h0, _ = _inputs(rng, stack, 1, s, dtype)
+        lengths = np.array([length])
+        expected = _one_by_one(stack.layers, X, h0, lengths)
+        y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+        ran = set()
+        with fastgru.threads(2):
+            for _ in range(200):  # until the partner took its layers: it may still be waking
+                ran.add(stack.run(1, s, (X, h0, lengths, NO_ROWS, None, y, ho)))
+                _assert_bits((y, ho), expected)
+                if ("wave",) * 3 in ran:
+                    break
+        assert ("wave",) * 3 in ran and ran <= {("wave",) * 3, ("serial",) * 3}
+        _assert_bits(stack(X, h0, lengths), expected)
+
+
+def test_a_wavefront_nobody_serves_runs_every_layer_on_the_calling_thread(monkeypatch):
+    rng = np.random.default_rng(13)
+    stack = fastgru.GRUStack(_forward_layers(rng, np.float32, False))
+    X, h0, lengths = _inputs(rng, stack, 1, 20, np.float32)
+    expected = _one_by_one(stack.layers, X, h0, lengths)
+    reach(monkeypatch, "split")  # the partner off: the forced wavefront posts to a mailbox nobody reads
+    y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+    assert stack.run(1, 20, (X, h0, lengths, NO_ROWS, None, y, ho), path="wave") == ("serial",) * 3
+    _assert_bits((y, ho), expected)
+
+
+def test_the_wavefront_cut_and_when_there_is_none():
+    from fastgru import _stack
+
+    def cut(stack, n, s, limit=float("inf")):
+        return _stack._wave_cut(stack, n, s, limit)
+
+    rng = np.random.default_rng(14)
+    small, large = _layer(rng, 8, 8), _layer(rng, 8, 64)
+    sizes = [op._packed.weights.nbytes for op in (small, large)]
+    assert sizes[1] > 3 * sizes[0]
+    # the cut balances the parts' packed weights: the large layer alone on one side
+    assert cut(fastgru.GRUStack([small, _layer(rng, 8, 8), _layer(rng, 8, 64)]), 1, 5) == 2
+    assert cut(fastgru.GRUStack([large, _layer(rng, 64, 8), _layer(rng, 8, 8)]), 1, 5) == 1
+    two = fastgru.GRUStack([small, _layer(rng, 8, 8)])
+    assert cut(two, 1, 2) == 1
+    assert cut(two, 2, 5) is None  # one row only
+    assert cut(two, 1, 1) is None  # more than one step
+    assert cut(fastgru.GRUStack([small]), 1, 5) is None
+    for direction in ("reverse", "bidirectional"):  # every layer forward
+        d = 2 if direction == "bidirectional" else 1
+        other = fastgru.GRUStack([_layer(rng, 8, 8, direction), _layer(rng, 8 * d, 8)])
+        assert cut(other, 1, 5) is None
+        with pytest.raises(ValueError, match="cannot run as a wavefront"):
+            X = np.zeros((1, 5, 8), np.float32)
+            y, ho = (np.empty(shape, np.float32) for shape in other.result_shapes(1, 5))
+            other.run(1, 5, (X, np.zeros((1, other.state_size), np.float32), None, NO_ROWS, None, y, ho), path="wave")
+    assert cut(two, 1, 5, sizes[0]) == 1  # each part within the limit (one core's L2)
+    assert cut(fastgru.GRUStack([small, _layer(rng, 8, 64)]), 1, 5, sizes[0]) is None
+
+
+def test_a_stream_and_a_pool_of_one_row_as_a_wavefront(monkeypatch):
+    if not _partner.PARTNER.enabled:
+        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+    rng = np.random.default_rng(15)
+    stack = fastgru.GRUStack(_forward_layers(rng, np.float32, True))
+    X, h0, _ = _inputs(rng, stack, 1, 30, np.float32)
+    Y, Ho = stack(X, h0, None)
+    reach(monkeypatch, "wave")
+    with fastgru.threads(2):
+        stream = stack.stream(h0)
+        chunks = [stream(X[:, t : t + k]) for t, k in ((0, 17), (17, 1), (18, 12))]
+        _assert_bits((np.concatenate(chunks, axis=2), stream.Ho), (Y, Ho))
+        pool = fastgru.StatePool(stack, capacity=3)
+        pool.open(h0[0])
+        second = pool.open(h0[0])
+        _assert_bits((pool.step(np.array([second]), X), pool.state(second)[None]), (Y, Ho))
+
+
 def test_16_bit_dtypes_give_the_layers_bits():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     for dtype in (np.float16, ml_dtypes.bfloat16):
