@@ -781,3 +781,43 @@ figure(
     "30,707.0",
     "37,753.2",
 )
+
+# ------------------------------------------------------------------------------ the layer wavefront
+WAVEFRONT = ["benchmarks/wavefront_results_avx512.md", "benchmarks/wavefront_results_avx2code.md"]
+for row in (
+    "| 2 × 64 | 0.77 | 0.88 | yes |",
+    "| 2 × 128 | 0.56 | 0.70 | yes |",
+    "| 2 × 256 | 0.81 | 0.80 | yes |",
+    "| 2 × 384 | 1.43 | 1.58 | no |",
+    "| 2 × 512 | 2.22 | 2.31 | no |",
+    "| 3 × 128 | 0.73 | 0.89 | yes |",
+    "| 3 × 256 | 0.97 | 1.20 | no |",
+    "| 4 × 128 | 0.64 | 0.92 | yes |",
+):
+    figure(TUNING, row, WAVEFRONT, *row.split(" | ")[1:3])
+figure(
+    TUNING,
+    "0.83 at 2 × 128, but 1.11 at 2 × 256 and 1.18 at 2 × 64",
+    "benchmarks/wavefront_experiment_per_step_avx512.md",
+    "0.83",
+    "1.11",
+    "1.18",
+)
+figure(
+    CHANGELOG,
+    "2 × 128 layers 0.56 of the time, 2 × 256 0.81, 4 × 128 0.64; with AVX2 code 0.70, 0.80 and 0.92",
+    WAVEFRONT,
+    "0.56",
+    "0.81",
+    "0.64",
+    "0.70",
+    "0.80",
+    "0.92",
+)
+figure(
+    README,
+    "it took 0.56 of the split's time for 2 × 128 layers and 0.81 for 2 × 256",
+    "benchmarks/wavefront_results_avx512.md",
+    "0.56",
+    "0.81",
+)

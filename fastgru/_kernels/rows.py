@@ -11,6 +11,10 @@ per step. The rows still running at a step are processed in chunks of up to CHUN
 and within a chunk in the geometry's tiles of rows that share each load of the weights, weight
 panels outermost so that each is read once per chunk and step.
 
+In a stack's wavefront (``stack.py``) the call descriptor's ``post`` and ``wait`` make a task post
+each step it has written and wait for each step of X it reads; such a task projects WAVE_STEPS
+steps at a time when it hoists.
+
 For linear_before_reset False, the h gate's product (r ⊙ H)·Rhᵀ is a second product over the
 panels from P2 on, written to its own buffer C2: the panel that holds both r and h columns (and,
 for H < NR, z columns) is then computed twice without overwriting z or r.
