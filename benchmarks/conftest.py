@@ -66,6 +66,12 @@ def kernel_geometry():
     return {"geometry": g.name, "float32_tiles": g.float32_tiles(), "compiled_for": _isa.TARGET_CPU}
 
 
+def compiled_line():
+    """The start of a results line: "<CPU model>, geometry <name> compiled for <LLVM CPU>"."""
+    kernels = kernel_geometry()
+    return f"{_cpu_model()}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}"
+
+
 def _cpu_model():
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

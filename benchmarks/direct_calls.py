@@ -14,7 +14,7 @@ import statistics
 import time
 
 import numpy as np
-from conftest import _cpu_model, kernel_geometry, run_conditions, show
+from conftest import compiled_line, run_conditions, show
 
 import fastgru
 
@@ -59,11 +59,9 @@ def markdown(rows, rounds):
     lines = ["| H | gru_cell(x, h, W, R, B) µs | prepared cell µs | ratio |", "|---|---|---|---|"]
     for n_hidden, function, prepared in rows:
         lines.append(f"| {n_hidden} | {function:,.1f} | {prepared:,.1f} | {function / prepared:.2f} |")
-    model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
-        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}; "
-        f"batch 1, float32, inputs = H, the same arrays at every call; "
+        f"{compiled_line()}; batch 1, float32, inputs = H, the same arrays at every call; "
         f"medians of {rounds} alternating rounds in one process; " + run_conditions(),
         "",
     ]

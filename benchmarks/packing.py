@@ -99,12 +99,11 @@ def main(argv=None):
         for h in HIDDEN:
             old, new = (statistics.median(r[case][str(h)] for r in runs[side]) for side in ("old", "new"))
             lines.append(f"| {case} | {h} | {old:,.1f} | {new:,.1f} | {new / old:.2f} |")
-    from conftest import _cpu_model, kernel_geometry, show
+    from conftest import compiled_line, show
 
-    model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
-        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}; "
+        f"{compiled_line()}; "
         "float32, batch 1, inputs = H; "
         f"medians over {args.pairs} fresh processes per checkout, alternating, of each process's median of 9 rounds; "
         f"before {_commit(args.old)}, after {_commit(args.new)}; "

@@ -18,7 +18,7 @@ import statistics
 import time
 
 import numpy as np
-from conftest import _cpu_model, kernel_geometry, run_conditions, show
+from conftest import compiled_line, run_conditions, show
 
 import fastgru
 from fastgru import _paths, _tuning
@@ -113,10 +113,9 @@ def markdown(rows, rounds):
     for steps, n_inputs, n_hidden, pair, alone, chosen, kib in rows:
         what = f"cell i{n_inputs} h{n_hidden}" if steps == 1 else f"sequence s{steps} i{n_inputs} h{n_hidden}"
         lines.append(f"| {what} | {kib:,.0f} | {pair:,.1f} | {alone:,.1f} | {pair / alone:.2f} | {chosen} |")
-    model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
-        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}, L2 per core {_l2_kib()}; "
+        f"{compiled_line()}, L2 per core {_l2_kib()}; "
         f"batch 1, float32, linear_before_reset, prepared ops with out=; medians of {rounds} alternating rounds; "
         + run_conditions(),
         "",

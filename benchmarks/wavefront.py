@@ -16,7 +16,7 @@ import statistics
 import time
 
 import numpy as np
-from conftest import _cpu_model, kernel_geometry, run_conditions, show
+from conftest import compiled_line, run_conditions, show
 
 import fastgru
 from fastgru import _stack, _tuning
@@ -84,10 +84,9 @@ def markdown(rows, rule, rounds):
             f"| {n_layers} × {n_hidden} | {wave:,.1f} ({wave_path}) | {today:,.1f} ({today_path}) "
             f"| {wave / today:.2f} | {'yes' if chosen else 'no'} |"
         )
-    model, kernels = _cpu_model(), kernel_geometry()
     lines += [
         "",
-        f"{model}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}, one core's L2 "
+        f"{compiled_line()}, one core's L2 "
         f"{rule // 1024} KiB; batch 1, input {INPUTS}, {STEPS} steps, float32, µs per call; medians of "
         f"{rounds} alternating rounds in one process; " + run_conditions(),
         "",
