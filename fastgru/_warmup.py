@@ -104,7 +104,7 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
 
     def stacks(kind):
         stack, arrays = _tiny_stack(*kind)
-        for path in _PATHS["gru_sequence"]:
+        for path in (*_PATHS["gru_sequence"], "wave"):  # wave: the layer wavefront and the partner's callback
             stack.run(1, 2, arrays, path=path)
 
     def label(kind, what):

@@ -135,6 +135,34 @@ def test_after_warmup_a_row_shared_with_the_partner_loads_no_kernel():
     assert direct == "True", done.stdout
 
 
+def test_after_warmup_a_stack_as_a_wavefront_loads_no_kernel():
+    """A one-row sequence through a stack of forward layers, called until the partner takes its part
+    of the wavefront: warmup(ops=['gru_stack']) has made its kernels ready, the partner's included."""
+    code = textwrap.dedent("""
+        import numpy as np, fastgru
+        from fastgru import _config, _partner, _stack, _tuning
+        fastgru.warmup(ops=["gru_stack"])
+        before = _config.compile_counts()
+        _tuning.PAIR_WAKE_FLOPS = 0  # every call wakes the partner
+        rng = np.random.default_rng(0)
+        layers = [fastgru.GRUSequence(*(rng.uniform(-0.2, 0.2, shape).astype(np.float32)
+                                        for shape in ((1, 48, i), (1, 48, 16), (1, 48)))) for i in (3, 16)]
+        stack = fastgru.GRUStack(layers)
+        X, state = np.ones((1, 20, 3), np.float32), np.zeros((1, stack.state_size), np.float32)
+        y, ho = (np.empty(shape, np.float32) for shape in stack.result_shapes(1, 20))
+        for _ in range(2000):  # until the partner took its part
+            ran = stack.run(1, 20, (X, state, None, _stack.NO_ROWS, None, y, ho), path="wave")
+            if ran == ("wave", "wave"):
+                break
+        print(_partner.PARTNER.enabled, ran == ("wave", "wave"), before == _config.compile_counts())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    enabled, took, loaded_nothing = done.stdout.split()
+    assert took == "True" or enabled == "False", done.stdout
+    assert loaded_nothing == "True", done.stdout
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

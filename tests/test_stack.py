@@ -133,7 +133,7 @@ def test_one_row_wavefront_gives_the_layers_bits(monkeypatch, dtype, lbr, hoist)
         y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
         ran = set()
         with fastgru.threads(2):
-            for _ in range(200):  # until the partner took its layers: it may still be waking
+            for _ in range(2000):  # until the partner took its layers: it may still be waking
                 ran.add(stack.run(1, s, (X, h0, lengths, NO_ROWS, None, y, ho)))
                 _assert_bits((y, ho), expected)
                 if ("wave",) * 3 in ran:
