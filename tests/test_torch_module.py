@@ -840,3 +840,112 @@ def test_optimize_with_compact_weights(weight_dtype):
         assert torch.equal(g, t)
     with pytest.raises(ValueError, match="weight_dtype must be None, 'bfloat16' or 'int8'; got 'int4'"):
         fastgru.torch.optimize(model, weight_dtype="int4")
+
+
+# ------------------------------------------------------------------------------ consecutive GRUs
+
+
+class Chained(torch.nn.Module):
+    """Two GRUs, the first's output the second's input, their states carried by the caller."""
+
+    def __init__(self, bidirectional=False, batch_first=True, layers=(1, 2)):
+        super().__init__()
+        self.first = torch.nn.GRU(I, H, layers[0], bidirectional=bidirectional, batch_first=batch_first)
+        self.second = torch.nn.GRU(H * (1 + bidirectional), 7, layers[1], batch_first=batch_first)
+
+    def forward(self, x, h1=None, h2=None):
+        y, h1 = self.first(x, h1)
+        y2, h2 = self.second(y, h2)
+        return y, y2, h1, h2
+
+
+def _apart(model, x, h1, h2):
+    """``model``'s forward with a copy of the first GRU's output between them: nothing chains."""
+    y, h1 = model.first(x, h1)
+    y2, h2 = model.second(y.clone(), h2)
+    return y, y2, h1, h2
+
+
+def _frames(rng, batched, batch_first, dtype, count=8):
+    shape = ((N, 1, I) if batch_first else (1, N, I)) if batched else (1, I)
+    return [inputs(rng, *shape, dtype=dtype) for _ in range(count)]
+
+
+def _assert_same(got, want):
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.numpy().tobytes() == w.numpy().tobytes()
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_consecutive_grus_run_frames_in_one_call(bidirectional, batch_first, batched, dtype):
+    """A model whose second GRU takes the first's output, frame by frame: the first's call computes the
+    second's too, with the bits of the two apart and torch's results."""
+    model = Chained(bidirectional, batch_first).to(dtype).eval()
+    fast, apart = fastgru.torch.optimize(model), fastgru.torch.optimize(model)
+    rng = np.random.default_rng([bidirectional, batch_first, batched])
+    label = str(dtype).removeprefix("torch.")
+    before = fastgru_torch.chained_calls
+    states = {"fast": (None, None), "apart": (None, None), "torch": (None, None)}
+    with torch.inference_mode():
+        for x in _frames(rng, batched, batch_first, dtype):
+            got = fast(x, *states["fast"])
+            want = _apart(apart, x, *states["apart"])
+            _assert_same(got, want)
+            check(label, got, model(x, *states["torch"]))
+            states = {"fast": got[2:], "apart": want[2:], "torch": model(x, *states["torch"])[2:]}
+    # the first frame has no states, the second makes the plans of calls with states, the third links
+    assert fastgru_torch.chained_calls - before == 8 - 3, "the second GRU's calls from the fourth frame on"
+
+
+def test_a_chain_checks_what_the_second_gru_gets():
+    """The second GRU's results computed ahead are used only for the input and state they came from,
+    with its weights as they were; anything else is computed again, and two misses end the chain."""
+    model = Chained().eval()
+    fast, apart = fastgru.torch.optimize(model), fastgru.torch.optimize(model)
+    rng = np.random.default_rng(7)
+    frames = _frames(rng, True, True, torch.float32, 16)
+    with torch.inference_mode():
+        h1 = h2 = a1 = a2 = None
+        for x in frames[:4]:  # the chain is made
+            _, _, h1, h2 = fast(x, h1, h2)
+            _, _, a1, a2 = _apart(apart, x, a1, a2)
+        changes = [
+            ("input changed in place", lambda y, h: (y.mul_(2), h)),
+            ("another state", lambda y, h: (y, torch.zeros_like(h))),
+            ("the second GRU's weights changed", None),
+        ]
+        for what, change in changes:
+            before = fastgru_torch.chained_calls
+            y, h1 = fast.first(frames[4], h1)
+            ya, a1 = apart.first(frames[4], a1)
+            if change is None:
+                for module in (fast.second, apart.second):
+                    module.weight_hh_l0.add_(0.01)
+                z, z_h = y, h2
+                za, za_h = ya, a2
+            else:
+                z, z_h = change(y, h2)
+                za, za_h = change(ya.clone(), a2)
+            y2, h2 = fast.second(z, z_h)
+            y2a, a2 = apart.second(za, za_h)
+            _assert_same((y2, h2), (y2a, a2))
+            assert fastgru_torch.chained_calls == before, what
+            frames = frames[1:]
+        link = fastgru_torch._LINKS.get(fast.first)
+        assert link is not None and link[0] is None, "two misses end the chain"
+
+
+def test_sequences_and_other_inputs_do_not_chain():
+    model = Chained().eval()
+    fast = fastgru.torch.optimize(model)
+    rng = np.random.default_rng(8)
+    x = inputs(rng, N, S, I)
+    before = fastgru_torch.chained_calls
+    with torch.inference_mode():
+        for _ in range(4):
+            got = fast(x)
+            check("float32", got, model(x))
+    assert fastgru_torch.chained_calls == before
