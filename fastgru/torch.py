@@ -14,7 +14,8 @@ which ``param._version`` (every in-place change: ``load_state_dict``, ``copy_``,
 ``data_ptr()`` and ``module._apply`` (``.to()``, ``.float()``, ``.double()``, ``.half()``) tell.
 Changes made through ``param.data`` bypass torch's version counter: call ``module.repack()`` after
 them. A call like the module's previous one takes its plan (:class:`_Plan`), which checks only what
-could have changed since.
+could have changed since. Consecutive GRUs streamed frame by frame, one's output the next one's
+input, run in one kernel call per frame ("chains of GRUs" below).
 
 Inside ``torch.compile`` and ``torch.export`` the GRU is the custom operator ``fastgru::gru`` (and
 ``fastgru::gru_cell``), with fake implementations that give the output shapes, so that a compiled
