@@ -73,16 +73,16 @@ def _round_us(model, hidden, frames):
 
 def measure(rounds, frames):
     rows = []
-    with torch.inference_mode():
-        for hidden in HIDDEN:
-            ways = _ways(hidden)
-            times = {way: [] for way in ways}
+    for hidden in HIDDEN:
+        ways = _ways(hidden)  # outside inference mode: the copies' Parameters are not inference tensors
+        times = {way: [] for way in ways}
+        with torch.inference_mode():
             for k in range(rounds):
                 for way in ways if k % 2 == 0 else list(ways)[::-1]:
                     times[way].append(_round_us(ways[way], hidden, frames))
-            medians = {way: statistics.median(t) for way, t in times.items()}
-            rows.append((hidden, medians))
-            print(hidden, {way: round(t, 1) for way, t in medians.items()}, flush=True)
+        medians = {way: statistics.median(t) for way, t in times.items()}
+        rows.append((hidden, medians))
+        print(hidden, {way: round(t, 1) for way, t in medians.items()}, flush=True)
     return rows
 
 
