@@ -14,8 +14,7 @@ which ``param._version`` (every in-place change: ``load_state_dict``, ``copy_``,
 ``data_ptr()`` and ``module._apply`` (``.to()``, ``.float()``, ``.double()``, ``.half()``) tell.
 Changes made through ``param.data`` bypass torch's version counter: call ``module.repack()`` after
 them. A call like the module's previous one takes its plan (:class:`_Plan`), which checks only what
-could have changed since. Consecutive GRUs streamed frame by frame, one's output the next one's
-input, run in one kernel call per frame ("chains of GRUs" below).
+could have changed since.
 
 Inside ``torch.compile`` and ``torch.export`` the GRU is the custom operator ``fastgru::gru`` (and
 ``fastgru::gru_cell``), with fake implementations that give the output shapes, so that a compiled
@@ -160,7 +159,6 @@ class _Plan:
         "key",
         "entry",
         "ops",
-        "chain",
     )
 
     def __init__(self, module, input, hx, names, params, key):
@@ -171,7 +169,6 @@ class _Plan:
         self.versions, self.pointers = tuple(map(_VERSION, params)), tuple(map(_DATA_PTR, params))
         self.key, self.entry = key, _PACKS.entry(key)
         self.ops = self.entry[3]
-        self.chain = None  # (B's packed ops, the GRUStack of both) when this module chains B
 
     @staticmethod
     def possible(module, input, hx, names, params):
@@ -187,9 +184,15 @@ class _Plan:
 
     def holds(self, module, input, hx):
         """Whether this call is like the plan's (see the class docstring)."""
-        if type(input) is not torch.Tensor or input.shape != self.x_shape or input.dtype is not self.dtype:
-            return False
-        if not input.is_cpu:
+        if (
+            type(input) is not torch.Tensor
+            or input.shape != self.x_shape
+            or input.dtype is not self.dtype
+            or not input.is_cpu
+            or module.weight_dtype != self.weight_dtype
+            or module.training is not self.training
+            or module.__dict__.get("dropout") != self.dropout
+        ):
             return False
         if hx is None:
             if self.h_shape is not None:
@@ -197,17 +200,6 @@ class _Plan:
         elif type(hx) is not torch.Tensor or hx.shape != self.h_shape or hx.dtype is not self.dtype or not hx.is_cpu:
             return False
         if torch.is_grad_enabled() or torch.is_autocast_enabled("cpu") or torch.jit.is_tracing() or _traced():
-            return False
-        return self.weights_hold(module)
-
-    def weights_hold(self, module):
-        """The part of ``holds`` that is not the call's: the module's settings, its Parameters and
-        their packed ops are the plan's."""
-        if (
-            module.weight_dtype != self.weight_dtype
-            or module.training is not self.training
-            or module.__dict__.get("dropout") != self.dropout
-        ):
             return False
         if _PACKS.entry(self.key) is not self.entry:
             return False
@@ -251,129 +243,6 @@ def _planned_cell(op, input, hx):
 
 #: The plan of each fastgru module (weakly held: a module's plan goes with it).
 _PLANS = weakref.WeakKeyDictionary()
-
-
-# ------------------------------------------------------------------------------ chains of GRUs
-# A model that feeds one GRU's output straight into the next GRU (``y, h1 = gru1(x, h1); y, h2 =
-# gru2(y, h2)``) streams frames through both: each frame would pay two calls' Python. When a planned
-# call of module B takes the output tensor of the planned call just before it on this thread, of
-# module A, fastgru links A to B. From then on a frame's call of A runs A's and B's layers in one
-# kernel call (a GRUStack of both) and keeps B's results; B's call returns them if its input and
-# state are, bit for bit, those they were computed from (A's output, and the state B returned last,
-# or None when B's last call had none), and its plan holds, else computes as before. Frames only
-# (one step: A's output is then its last layer's state); the second miss ends a link for good.
-
-#: Calls of a chain's second module answered by the first's kernel call (for the tests).
-chained_calls = 0
-_LINKS = weakref.WeakKeyDictionary()  # A -> [weak reference of B (None: A chains nothing), misses]
-_LOCAL = threading.local()  # each thread's last planned call, B's results ahead, B's last state
-_MISSES_ALLOWED = 1
-
-
-class _Ahead:
-    """B's results computed by A's call, and the bytes of the input and state they came from."""
-
-    __slots__ = ("source", "entry", "x_shape", "x_bytes", "h_shape", "h_bytes", "outputs")
-
-    def __init__(self, source, entry, x, h, outputs):
-        self.source, self.entry, self.outputs = weakref.ref(source), entry, outputs
-        self.x_shape, self.x_bytes = x.shape, x.tobytes()
-        self.h_shape, self.h_bytes = (None, None) if h is None else (h.shape, h.tobytes())
-
-    def matches(self, plan, input, hx):
-        if plan.entry is not self.entry or input.shape != self.x_shape or _numpy(input).tobytes() != self.x_bytes:
-            return False
-        if hx is None or self.h_shape is None:
-            return hx is None and self.h_shape is None
-        return hx.shape == self.h_shape and _numpy(hx).tobytes() == self.h_bytes
-
-
-def _local():
-    local = _LOCAL.__dict__
-    if "ahead" not in local:
-        local.update(ahead=weakref.WeakKeyDictionary(), states=weakref.WeakKeyDictionary(), last=None)
-    return _LOCAL
-
-
-def _planned_call(module, plan, input, hx):
-    """A GRU's call by its plan, in a chain where it is one (above)."""
-    global chained_calls
-    local = _local()
-    ahead = local.ahead.pop(module, None)
-    if ahead is not None:
-        if ahead.matches(plan, input, hx):
-            chained_calls += 1
-            outputs = ahead.outputs
-            local.last, local.states[module] = (weakref.ref(module), outputs[0]), outputs[1]
-            return outputs
-        source = ahead.source()  # computed in vain
-        link = None if source is None else _LINKS.get(source)
-        if link is not None:
-            link[1] += 1
-            if link[1] > _MISSES_ALLOWED:
-                link[0] = None
-    last = local.last
-    if last is not None and last[1] is input:  # this module takes the output of the call before
-        before = last[0]()
-        if before is not None and before is not module and before not in _LINKS:
-            _LINKS[before] = [weakref.ref(module), 0]
-    outputs = _run_ahead(module, plan, input, hx, local)
-    if outputs is None:
-        outputs = _planned_gru(plan.ops, input, hx, module.bidirectional, module.batch_first)
-    local.last, local.states[module] = (weakref.ref(module), outputs[0]), outputs[1]
-    return outputs
-
-
-def _run_ahead(a, plan_a, input, hx, local):
-    """A's call (A's outputs) with B's layers in the same kernel call when A is linked to B and the
-    call is a frame that B's plan can take; None otherwise."""
-    link = _LINKS.get(a)
-    b = None if link is None or link[0] is None else link[0]()
-    plan_b = None if b is None else _PLANS.get(b)
-    if plan_b is None or plan_b.dtype is not plan_a.dtype or b.batch_first != a.batch_first:
-        return None
-    x, batched = _numpy(input), input.dim() == 3
-    x3 = x if batched else (x[None] if a.batch_first else x[:, None])
-    n, steps = (x3.shape[0], x3.shape[1]) if a.batch_first else (x3.shape[1], x3.shape[0])
-    width = a.hidden_size * (1 + a.bidirectional)
-    out_shape = ((n, 1, width) if a.batch_first else (1, n, width)) if batched else (1, width)
-    if steps != 1 or plan_b.x_shape != out_shape or not plan_b.weights_hold(b):
-        return None
-    h_b = None
-    if plan_b.h_shape is not None:  # B carries its state from frame to frame: the one it returned last
-        h_b = local.states.get(b)
-        if h_b is None or h_b.shape != plan_b.h_shape:
-            return None
-        h_b = _numpy(h_b)
-    stack = _chain_stack(plan_a, plan_b)
-    h_a = None if hx is None else _numpy(hx)
-    size_a = plan_a.ops.state_size
-    state = np.zeros((n, stack.state_size), x.dtype)
-    for h, part in ((h_a, state[:, :size_a]), (h_b, state[:, size_a:])):
-        if h is not None:
-            part[...] = (h if batched else h[:, None]).transpose(1, 0, 2).reshape(n, -1)
-    x3 = x3 if a.batch_first else x3.transpose(1, 0, 2)
-    y, ho = _with_torch_threads(n * (1 + a.bidirectional), 1, stack, np.ascontiguousarray(x3), state, None)
-    y_a = np.array(ho[:, size_a - width : size_a].reshape(out_shape))  # at one step: its last layer's state
-    h_n_a, h_n_b = (
-        np.ascontiguousarray(part.reshape(n, -1, hidden).transpose(1, 0, 2))
-        for part, hidden in ((ho[:, :size_a], a.hidden_size), (ho[:, size_a:], b.hidden_size))
-    )
-    y_b = y.transpose(0, 2, 1, 3).reshape(n, 1, -1)
-    y_b = y_b if a.batch_first else y_b.transpose(1, 0, 2)
-    if not batched:
-        y_b, h_n_a, h_n_b = y_b.reshape(1, -1), h_n_a[:, 0], h_n_b[:, 0]
-    outputs_b = torch.from_numpy(np.ascontiguousarray(y_b)), torch.from_numpy(h_n_b)
-    local.ahead[b] = _Ahead(a, plan_b.entry, y_a, h_b, outputs_b)
-    return torch.from_numpy(y_a), torch.from_numpy(h_n_a)
-
-
-def _chain_stack(plan_a, plan_b):
-    """The GRUStack of A's layers then B's, kept with A's plan while B's packed ops are the same."""
-    kept = plan_a.chain
-    if kept is None or kept[0] is not plan_b.ops:
-        kept = plan_a.chain = plan_b.ops, GRUStack(plan_a.ops.layers + plan_b.ops.layers)
-    return kept[1]
 
 
 def _bytes(tensor):
@@ -656,7 +525,7 @@ class GRU(torch.nn.RNNBase):
         """torch.nn.GRU's forward: on fastgru's kernels when the conditions of the class hold."""
         plan = _PLANS.get(self)
         if plan is not None and plan.holds(self, input, hx):
-            return _planned_call(self, plan, input, hx)
+            return _planned_gru(plan.ops, input, hx, self.bidirectional, self.batch_first)
         params = self._weights()
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
