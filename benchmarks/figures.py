@@ -821,3 +821,18 @@ figure(
     "0.56",
     "0.81",
 )
+figure(
+    TUNING,
+    "chained 0.94, 0.93 and 1.00 of the modules apart at hidden sizes 64, 128 and 256. One 2-layer `torch.nn.GRU` "
+    "of the same sizes took 43.1, 86.8 and 273.4 µs per frame, where the modules apart took 67.4, 116.9 and 290.1",
+    "benchmarks/torch_chains_experiment_avx512.md",
+    "0.94",
+    "0.93",
+    "1.00",
+    "43.1",
+    "86.8",
+    "273.4",
+    "67.4",
+    "116.9",
+    "290.1",
+)
