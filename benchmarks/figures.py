@@ -836,3 +836,14 @@ figure(
     "116.9",
     "290.1",
 )
+figure(
+    TUNING,
+    "the wavefront's ratios were 0.52-1.02 with 8, 0.59-0.79 with 16 and 0.65-1.00 with 32",
+    "benchmarks/wavefront_steps_experiment_avx512.md",
+    "0.52",
+    "1.02",
+    "0.59",
+    "0.79",
+    "0.65",
+    "1.00",
+)
