@@ -726,7 +726,11 @@ def optimize(model: torch.nn.Module, *, inplace: bool = False, weight_dtype: Opt
         raise TypeError(f"fastgru.torch.optimize: got {type(model).__name__}; expected a torch.nn.Module")
     check_weight_dtype("fastgru.torch.optimize", weight_dtype, None)
     if not inplace:
-        model = copy.deepcopy(model)
+        # Outside inference mode even when called inside it: the copy's Parameters are then ordinary
+        # tensors, whose version counters let calls take their plans (an inference tensor has none,
+        # and each call would compare its bytes instead).
+        with torch.inference_mode(False):
+            model = copy.deepcopy(model)
     done = {}
     top = _replacement(model, done, weight_dtype)
     if top is not None:

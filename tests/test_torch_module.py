@@ -794,14 +794,23 @@ def test_import_fastgru_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
-def test_optimized_inside_inference_mode():
-    """A model optimised inside torch.inference_mode() has inference-tensor parameters, which keep
-    no version counter: its forward works there and outside, and follows in-place changes."""
-    module = torch.nn.GRU(I, H, num_layers=2, batch_first=True).eval()
+@pytest.mark.parametrize("inference_tensors", [False, True])
+def test_optimized_inside_inference_mode(inference_tensors):
+    """optimize() inside torch.inference_mode() copies the model outside it: Parameters with version
+    counters, which take plans. A model made inside it and optimised in place has inference-tensor
+    Parameters, which keep no version counter. Either works there and outside, and follows
+    in-place changes."""
     x = inputs(np.random.default_rng(15), N, S, I)
     with torch.inference_mode():
-        fast = fastgru.torch.optimize(module)
-        reference = copy.deepcopy(module)
+        if inference_tensors:
+            module = torch.nn.GRU(I, H, num_layers=2, batch_first=True).eval()
+            reference = copy.deepcopy(module)
+            fast = fastgru.torch.optimize(module, inplace=True)
+        else:
+            module = copy.deepcopy(torch.nn.GRU(I, H, num_layers=2, batch_first=True).eval())
+            fast = fastgru.torch.optimize(module)
+            reference = copy.deepcopy(module)
+        assert all(p.is_inference() == inference_tensors for p in fast.parameters())
         got, want = fast(x), torch.nn.GRU.forward(reference, x)
         check("float32", got, want)
         packs = fastgru_torch._PACKS.packs
@@ -812,6 +821,7 @@ def test_optimized_inside_inference_mode():
         got, want = fast(x), torch.nn.GRU.forward(reference, x)
         check("float32", got, want)
         assert fastgru_torch._PACKS.packs == packs + 1
+        assert (fast in fastgru_torch._PLANS) != inference_tensors  # plans need version counters
     with torch.no_grad():
         check("float32", fast(x), torch.nn.GRU.forward(reference, x))
 
