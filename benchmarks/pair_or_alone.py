@@ -97,14 +97,6 @@ def measure(rounds):
     return rows
 
 
-def _l2_kib():
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
-            return f.read().strip()
-    except OSError:
-        return "unknown"
-
-
 def markdown(rows, rounds):
     lines = [
         "| call | weights KiB | pair µs | alone µs | pair / alone | default path |",
@@ -115,7 +107,7 @@ def markdown(rows, rounds):
         lines.append(f"| {what} | {kib:,.0f} | {pair:,.1f} | {alone:,.1f} | {pair / alone:.2f} | {chosen} |")
     lines += [
         "",
-        f"{compiled_line()}, L2 per core {_l2_kib()}; "
+        f"{compiled_line()}, L2 per core {_tuning.core_l2_bytes() // 1024} KiB; "
         f"batch 1, float32, linear_before_reset, prepared ops with out=; medians of {rounds} alternating rounds; "
         + run_conditions(),
         "",
