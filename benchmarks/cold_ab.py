@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 _CASES = {
     "warmup()": "import fastgru; fastgru.warmup()",
@@ -35,11 +36,26 @@ _CASES = {
 
 
 def _seconds(checkout, code):
+    """Seconds of ``code`` in a fresh process that imports ``checkout``'s fastgru. The process runs in
+    the empty cache folder: ``python -c`` puts its working folder first on the path, and from a
+    checkout's root that folder's fastgru would win over PYTHONPATH's (as it did before this was
+    checked: both sides then ran the same code)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "PYTHONPATH": checkout, "FASTGRU_CACHE_DIR": cache}
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
-        return time.perf_counter() - start
+        done = subprocess.run(
+            [sys.executable, "-c", code + "; print(fastgru.__file__)"],
+            env=env,
+            cwd=cache,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        took = time.perf_counter() - start
+    imported = Path(done.stdout.split()[-1]).resolve()
+    if Path(checkout).resolve() not in imported.parents:
+        raise RuntimeError(f"the process for {checkout} imported {imported}")
+    return took
 
 
 def main(argv=None):

@@ -59,7 +59,7 @@ CALL = {name: i for i, name in enumerate(CALL_FIELDS)}
 #: columns [0, 2H), and the first panel P2 holding h columns.
 Panels = namedtuple("Panels", "nr n p1 p2")
 
-#: Offsets in the float scratch of ``rows.run_rows``: products C (z, r and, for
+#: Offsets in the float scratch of ``rows.run_serial``: products C (z, r and, for
 #: linear_before_reset, h) and C2 (h otherwise), packed rows A, r ⊙ H rows M, states, X·Wᵀ + bias,
 #: the end.
 RowsScratch = namedtuple("RowsScratch", "c c2 a m state xg end")
@@ -238,7 +238,7 @@ def _panel_row(M, d, k, first, col0, col1, nr, out, row, compare):
     return False
 
 
-@kernel()
+@kernel(inline=True)  # into pack_weights and packed_differs: not compiled a third time on its own
 def _panels_of(W, R, B, out, compare):
     """Pack W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) into ``out`` (``pack_weights``), or, with
     ``compare``, only read: whether ``out`` differs in any bit from what packing them would write."""

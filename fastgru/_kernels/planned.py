@@ -84,25 +84,25 @@ def _arrays(job, like, weights_like):
     )
 
 
-@kernel()
+@kernel(inline=True)
 def _serial(job, like, weights_like):
     run_serial(*_arrays(job, like, weights_like))
     return 0
 
 
-@kernel()
+@kernel(inline=True)
 def _parallel(job, like, weights_like):
     run_parallel(*_arrays(job, like, weights_like), job[_BLOCKS])
     return 0
 
 
-@kernel()
+@kernel(inline=True)
 def _split(job, like, weights_like):
     run_split(*_arrays(job, like, weights_like))
     return 0
 
 
-@kernel()
+@kernel(inline=True)
 def _pair(job, like, weights_like):
     """run_pair's answer: 1 when the partner took the job."""
     mailbox = carray(pointer_to(job[_MAILBOX], job), (MAILBOX_SIZE,))
@@ -197,11 +197,11 @@ def job_callback(path, weights):
     return _JOBS.address((path, weights_key(weights)))
 
 
-@kernel()
-def _differs(array, job, k):
-    """Whether ``array``'s shape is not the k-th of the job's shapes."""
-    for axis in range(array.ndim):
-        if array.shape[axis] != job[_SHAPES + 4 * k + axis]:
+@kernel(inline=True)  # compiled on its own, it took a specialisation per rank and k: 12 of them
+def _differs(shape, job, k):
+    """Whether ``shape`` (an array's) is not the k-th of the job's shapes."""
+    for axis in range(len(shape)):
+        if shape[axis] != job[_SHAPES + 4 * k + axis]:
             return True
     return False
 
@@ -212,12 +212,12 @@ def _run_planned(X, h0, lengths, att, y, ho, job):
     the plan's or a sequence length lies outside [0, S] (nothing was written but the job's lengths
     buffer)."""
     if (
-        _differs(X, job, 0)
-        or _differs(h0, job, 1)
-        or _differs(lengths, job, 2)
-        or _differs(att, job, 3)
-        or _differs(y, job, 4)
-        or _differs(ho, job, 5)
+        _differs(X.shape, job, 0)
+        or _differs(h0.shape, job, 1)
+        or _differs(lengths.shape, job, 2)
+        or _differs(att.shape, job, 3)
+        or _differs(y.shape, job, 4)
+        or _differs(ho.shape, job, 5)
     ):
         return -1
     steps = job[_STEPS]

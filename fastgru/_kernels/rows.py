@@ -20,6 +20,7 @@ panels from P2 on, written to its own buffer C2: the panel that holds both r and
 for H < NR, z columns) is then computed twice without overwriting z or r.
 """
 
+import numpy as np
 from numba import carray, prange
 
 from .._config import kernel
@@ -52,105 +53,120 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, lo, hi, work, iwork):
-    """Every step of direction d for batch rows lo..hi; clip_at of the compute dtype; ``work`` and
-    ``iwork`` the task's scratch (``layout.rows_scratch``)."""
+def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, task=-1, n_blocks=1):
+    """The serial driver, and a task of the parallel one. Task -1 (the default): every direction and
+    row on the calling thread, in the whole scratch. Task k of run_parallel's D·n_blocks: direction
+    k // n_blocks, block k % n_blocks of the rows, in the k-th of equal parts of ``work`` (whole
+    64-byte lines) and ``iwork``. A task's scratch is ``layout.rows_scratch``'s. One function for
+    both, not a loop around a function of a task's rows: Numba links a callee's code into each of
+    its callers and LLVM optimises it again there, a second compilation of this body
+    (benchmarks/tuning.md, "Compile time and portable caches")."""
     c = read_call(call)
+    clip_at = y.dtype.type(clip)
+    d0, d1, lo, hi = 0, c.n_dirs, 0, c.n_rows
+    if task >= 0:
+        n_tasks, line = c.n_dirs * n_blocks, LINE_BYTES // work.itemsize
+        per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
+        d0, blk = task // n_blocks, task % n_blocks
+        d1, lo, hi = d0 + 1, blk * c.n_rows // n_blocks, (blk + 1) * c.n_rows // n_blocks
+        work = work[task * per_task : (task + 1) * per_task]
+        iwork = iwork[task * per_task_i : (task + 1) * per_task_i]
     n_hidden, seq_length, n_inputs = c.n_hidden, c.seq_length, c.n_inputs
     p = panels(n_hidden, y.itemsize)
     nr, ldc = p.nr, p.n * p.nr
     ld2, first = (p.n - p.p2) * p.nr, p.p2 * p.nr  # C2: the panels from P2 on
     hc2 = 2 * n_hidden - first  # where column 2H falls in C2
-    w_base, r_base = w_start(c, d, nr, p.n, weights), r_start(c, d, nr, p.n, weights)
-    bias_at = bias_start(c, d, nr, p.n, weights, y.itemsize)
-    rbh_at = bias_at + 3 * n_hidden
-    rev, lbr, hoist = (c.reverse >> d) & 1, c.lbr, c.hoist
+    lbr, hoist = c.lbr, c.hoist
     has_att = att.size > 0
     n_rows = hi - lo
     o, io = rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, y.itemsize, CHUNK_ROWS)
     w = work
+    for d in range(d0, d1):  # every step of direction d for rows lo..hi
+        w_base, r_base = w_start(c, d, nr, p.n, weights), r_start(c, d, nr, p.n, weights)
+        bias_at = bias_start(c, d, nr, p.n, weights, y.itemsize)
+        rbh_at = bias_at + 3 * n_hidden
+        rev = (c.reverse >> d) & 1
+        order_rows(lengths, lo, hi, seq_length, iwork, io.order, io.counts)
+        for i in range(n_rows):  # the initial states, in that order
+            at = state_at(c, state_rows, load(iwork, io.order + i), d)
+            for j in range(n_hidden):
+                store(w, o.state + i * n_hidden + j, load(h0, at + j))
+        waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
+        if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
+            total = n_rows * seq_length
+            for r0 in range(0, total, CHUNK_ROWS):
+                n = min(CHUNK_ROWS, total - r0)
+                for r in range(n):
+                    b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
+                    store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
+                project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc,
+                    ldc, w, o.a, 0, p.n, nr)  # fmt: skip
 
-    order_rows(lengths, lo, hi, seq_length, iwork, io.order, io.counts)
-    for i in range(n_rows):  # the initial states, in that order
-        at = state_at(c, state_rows, load(iwork, io.order + i), d)
-        for j in range(n_hidden):
-            store(w, o.state + i * n_hidden + j, load(h0, at + j))
-    waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
-    if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
-        total = n_rows * seq_length
-        for r0 in range(0, total, CHUNK_ROWS):
-            n = min(CHUNK_ROWS, total - r0)
-            for r in range(n):
-                b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
-                store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
-            project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc,
-                ldc, w, o.a, 0, p.n, nr)  # fmt: skip
-
-    running = n_rows  # the rows still running at step s: a prefix of the order
-    for s in range(seq_length):
-        while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
-            running -= 1
-        if running == 0:
-            break
-        if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
-            _wait_for(c.wait, s, iwork)
-        elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
-            s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
-            if c.wait != 0:
-                _wait_for(c.wait, s1 - 1, iwork)
-            for i in range(n_rows):  # rows past their length project X they never read
-                for t0 in range(s, s1, CHUNK_ROWS):
-                    n = min(CHUNK_ROWS, s1 - t0)
-                    for r in range(n):
-                        store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
-                    project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w,
-                        o.xg + (i * seq_length + t0) * ldc, ldc, w, o.a, 0, p.n, nr)  # fmt: skip
-        for g0 in range(0, running, CHUNK_ROWS):
-            n = min(CHUNK_ROWS, running - g0)
-            for i in range(n):
-                b = load(iwork, io.order + g0 + i)
-                store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
-            if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
+        running = n_rows  # the rows still running at step s: a prefix of the order
+        for s in range(seq_length):
+            while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
+                running -= 1
+            if running == 0:
+                break
+            if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
+                _wait_for(c.wait, s, iwork)
+            elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
+                s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
+                if c.wait != 0:
+                    _wait_for(c.wait, s1 - 1, iwork)
+                for i in range(n_rows):  # rows past their length project X they never read
+                    for t0 in range(s, s1, CHUNK_ROWS):
+                        n = min(CHUNK_ROWS, s1 - t0)
+                        for r in range(n):
+                            store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
+                        project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w,
+                            o.xg + (i * seq_length + t0) * ldc, ldc, w, o.a, 0, p.n, nr)  # fmt: skip
+            for g0 in range(0, running, CHUNK_ROWS):
+                n = min(CHUNK_ROWS, running - g0)
+                for i in range(n):
+                    b = load(iwork, io.order + g0 + i)
+                    store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
+                if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
+                    for i in range(n):
+                        b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
+                        store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
+                    project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w,
+                        o.a, 0, p.n, nr)  # fmt: skip
+                for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
+                    begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
+                        weights, rbh_at, lbr, n_hidden, 0, ldc)  # fmt: skip
+                    store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
+                pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
+                product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
+                for i in range(n):
+                    co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc)
+                    activate_gates(w, co, co + 2 * n_hidden, clip_at, c.f_code)
+                    if lbr:
+                        candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
+                    else:
+                        reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
+                        begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
+                        store(iwork, io.offsets + i, o.m + i * n_hidden)
+                if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
+                    pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
+                    product_rows(w, o.c2, ld2, w, o.a, n_hidden, n, weights, r_base, p.p2, p.n, nr)
                 for i in range(n):
                     b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
-                    store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
-                project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w,
-                    o.a, 0, p.n, nr)  # fmt: skip
-            for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
-                begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
-                    weights, rbh_at, lbr, n_hidden, 0, ldc)  # fmt: skip
-                store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
-            pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-            product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
-            for i in range(n):
-                co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc)
-                activate_gates(w, co, co + 2 * n_hidden, clip_at, c.f_code)
-                if lbr:
-                    candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
-                else:
-                    reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
-                    begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
-                    store(iwork, io.offsets + i, o.m + i * n_hidden)
-            if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
-                pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-                product_rows(w, o.c2, ld2, w, o.a, n_hidden, n, weights, r_base, p.p2, p.n, nr)
-            for i in range(n):
-                b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
-                co = o.c + i * ldc
-                hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + hc2
-                activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
-                so = o.state + (g0 + i) * n_hidden
-                score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
-                y_at = b * c.y_row + d * c.y_dir + t * c.y_step
-                update_state(w, co, hg, so, so, score, has_att, y, y_at, 0, n_hidden)
-        if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
-            atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
+                    co = o.c + i * ldc
+                    hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + hc2
+                    activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
+                    so = o.state + (g0 + i) * n_hidden
+                    score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
+                    y_at = b * c.y_row + d * c.y_dir + t * c.y_step
+                    update_state(w, co, hg, so, so, score, has_att, y, y_at, 0, n_hidden)
+            if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
+                atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
 
-    for i in range(n_rows):  # Ho, and Y's zeros past each row's length
-        b = load(iwork, io.order + i)
-        length = lengths[b]
-        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir,
-            c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)  # fmt: skip
+        for i in range(n_rows):  # Ho, and Y's zeros past each row's length
+            b = load(iwork, io.order + i)
+            length = lengths[b]
+            finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir,
+                c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)  # fmt: skip
 
 
 @kernel()
@@ -170,41 +186,10 @@ def _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc):
     return o.xg + i * ldc
 
 
-@kernel()
-def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
-    """Every direction on the calling thread. A function of its own, not run_parallel compiled
-    without parallel=True: Numba's cache keys on the function, so twins would share one entry."""
-    c = read_call(call)
-    clip_at = y.dtype.type(clip)
-    for d in range(c.n_dirs):
-        run_rows(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, d, 0, c.n_rows, work, iwork)
-
-
 @kernel(parallel=True)
 def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, n_blocks):
-    """Every (direction, block of rows) task, shared among Numba's threads: one fork/join per call.
-    Task k uses the k-th of equal parts of ``work`` (whole 64-byte lines) and ``iwork``."""
-    c = read_call(call)
-    clip_at = y.dtype.type(clip)
-    n_rows, n_tasks = c.n_rows, c.n_dirs * n_blocks  # the loop's body takes ints: a parfor cannot see Call
-    line = LINE_BYTES // work.itemsize
-    per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
+    """Every (direction, block of rows) task (``run_serial``'s), shared among Numba's threads: one
+    fork/join per call."""
+    n_tasks = read_call(call).n_dirs * n_blocks
     for task in prange(n_tasks):
-        d, blk = task // n_blocks, task % n_blocks
-        run_rows(
-            X,
-            h0,
-            lengths,
-            state_rows,
-            att,
-            y,
-            ho,
-            weights,
-            call,
-            clip_at,
-            d,
-            blk * n_rows // n_blocks,
-            (blk + 1) * n_rows // n_blocks,
-            work[task * per_task : (task + 1) * per_task],
-            iwork[task * per_task_i : (task + 1) * per_task_i],
-        )
+        run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, np.int64(task), n_blocks)
