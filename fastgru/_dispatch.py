@@ -20,6 +20,7 @@ from ._kernels.direct import direct_scratch, run_direct
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._kernels.pair import worker_callback
+from ._kernels.planned import job_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
@@ -190,6 +191,12 @@ class Packed:
         """The address of the callback that runs a split row's worker 1 on these weights
         (``pair.worker_callback``: compiled, or loaded from the cache, at the first pair call)."""
         return worker_callback(self.weights)
+
+    @functools.cached_property
+    def tasks(self):
+        """The address of the callback that runs a task of the parallel driver on these weights
+        (``planned.job_callback``: compiled, or loaded from the cache, at the first parallel call)."""
+        return job_callback("task", self.weights)
 
     def savings(self):
         """How many times fewer bytes the packed weights take than float32's would, for ``repr``."""

@@ -9,6 +9,7 @@ least the calling thread: a call never waits for threads.
 """
 
 from . import _partner, _scratch, _tuning
+from ._kernels.jobs import JOB_SIZE
 from ._kernels.layout import rows_scratch, split_scratch
 from ._kernels.pair import run_pair
 from ._kernels.rows import run_parallel, run_serial
@@ -59,7 +60,7 @@ def run(packed, path, n, s, arrays, strides, keep):
         n_blocks = min(n, -(-granted // packed.n_dirs))
         call, floats, ints = _plan(packed, n, s, strides, keep, -(-n // n_blocks), packed.n_dirs * n_blocks)
         work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-        run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks)
+        run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks, packed.tasks)
         return "run_parallel"
 
 
@@ -107,5 +108,6 @@ def _plan(packed, n, s, strides, keep, rows, tasks):
         else:
             hoist = int(rows * s * 3 * packed.n_hidden * ct.itemsize <= _tuning.HOIST_BYTES)
             floats, ints = rows_scratch(rows, s, packed.n_inputs, packed.n_hidden, hoist, ct.itemsize, CHUNK_ROWS)
-        plan = packed.remember(key, (packed.call(n, s, hoist, strides, keep), floats.end * tasks, ints.end * tasks))
+        ints = ints.end * tasks + (JOB_SIZE * tasks if rows else 0)  # the parallel driver's tasks' jobs first
+        plan = packed.remember(key, (packed.call(n, s, hoist, strides, keep), floats.end * tasks, ints))
     return plan

@@ -28,7 +28,8 @@ import numpy as np
 
 from . import _partner, _paths, _scratch, _tuning
 from ._dispatch import NO_ROWS
-from ._kernels.planned import JOB, JOB_SIZE, job_callback, planned
+from ._kernels.jobs import JOB, JOB_SIZE
+from ._kernels.planned import job_callback, planned
 from ._threading import lease, requested
 from ._validate import check_lengths
 

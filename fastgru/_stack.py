@@ -24,9 +24,10 @@ import numpy as np
 
 from . import _partner, _scratch, _tuning
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
+from ._kernels.jobs import JOB, JOB_SIZE
 from ._kernels.layout import CALL
 from ._kernels.memory import LINE_BYTES, aligned
-from ._kernels.planned import JOB, JOB_SIZE, job_callback
+from ._kernels.planned import job_callback
 from ._kernels.stack import jobs_worker, run_stack, run_stack_pair
 from ._ops import GRUSequence
 from ._paths import _plan, choose
@@ -403,6 +404,8 @@ class _Layout:
             job.view(np.float64)[JOB["clip"]] = packed.clip
             job[JOB["callback"]] = job_callback(path, packed.weights)
             job[JOB["blocks"]] = blocks
+            if path == "parallel":
+                job[JOB["tasks"]] = packed.tasks
             if mailbox is not None:
                 job[JOB["mailbox"]] = mailbox.ctypes.data
                 job[JOB["worker"]] = packed.worker

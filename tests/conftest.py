@@ -253,7 +253,7 @@ def kernels_run(monkeypatch):
 def planned_and_seen(planned, see):
     """``_plan.planned`` whose kernels tell ``see`` the driver each planned call ran: "run_serial",
     "run_pair", or "run_pair+" when the partner took the job (a plan made afterwards uses it)."""
-    from fastgru._kernels.planned import JOB
+    from fastgru._kernels.jobs import JOB
 
     def planned_seen(signature):
         run = planned(signature)

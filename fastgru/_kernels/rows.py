@@ -20,16 +20,19 @@ panels from P2 on, written to its own buffer C2: the panel that holds both r and
 for H < NR, z columns) is then computed twice without overwriting z or r.
 """
 
-import numpy as np
 from numba import carray, prange
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
+from .callbacks import call_job
+from .jobs import JOB, JOB_SIZE, write_job
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
 from .products import pack, product_rows, project
 from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
+
+_TASK, _BLOCKS = JOB["task"], JOB["blocks"]
 
 
 @kernel()
@@ -187,9 +190,17 @@ def _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc):
 
 
 @kernel(parallel=True)
-def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, n_blocks):
-    """Every (direction, block of rows) task (``run_serial``'s), shared among Numba's threads: one
-    fork/join per call."""
+def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, n_blocks, tasks):
+    """Every (direction, block of rows) task of ``run_serial``, shared among Numba's threads: one
+    fork/join per call. Each task runs through the C callback at ``tasks`` (``planned.job_callback``
+    of 'task'), on a job written to the head of ``iwork`` (JOB_SIZE elements per task, before the
+    tasks' scratch): linked in here, run_serial's body would be compiled twice more, once in the
+    parallel region's function and once in this one."""
     n_tasks = read_call(call).n_dirs * n_blocks
+    scratch = iwork[n_tasks * JOB_SIZE :]
+    for task in range(n_tasks):
+        job = iwork[task * JOB_SIZE : (task + 1) * JOB_SIZE]
+        write_job(job, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, scratch)
+        job[_TASK], job[_BLOCKS] = task, n_blocks
     for task in prange(n_tasks):
-        run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, np.int64(task), n_blocks)
+        call_job(tasks, iwork[task * JOB_SIZE : (task + 1) * JOB_SIZE])

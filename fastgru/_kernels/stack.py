@@ -24,9 +24,9 @@ from numba import carray
 from .._config import kernel
 from .atomics import address_of, atomic_store, pointer_to
 from .callbacks import Callbacks, call_job
+from .jobs import JOB
 from .pair import SIZE as MAILBOX_SIZE
 from .pair import finish, post_jobs, posted_jobs
-from .planned import JOB
 
 _X, _H0, _HO, _Y, _LENGTHS, _STATE_ROWS = (JOB[name] for name in ("X", "h0", "ho", "y", "lengths", "state_rows"))
 _CALLBACK, _OFFSET = JOB["callback"], JOB["state_offset"]
