@@ -8,7 +8,6 @@ or float64. Inputs are only read: conversions copy into the calling thread's kep
 """
 
 import copy
-import functools
 import math
 
 import numpy as np
@@ -19,7 +18,6 @@ from ._compact import check_weight_dtype, pack_compact
 from ._kernels.direct import direct_scratch, run_direct
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
-from ._kernels.pair import worker_callback
 from ._kernels.planned import job_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -186,17 +184,12 @@ class Packed:
         fields.update(wait=0, post=0)  # no wavefront: a stack sets them in its own copy
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
 
-    @functools.cached_property
-    def worker(self):
-        """The address of the callback that runs a split row's worker 1 on these weights
-        (``pair.worker_callback``: compiled, or loaded from the cache, at the first pair call)."""
-        return worker_callback(self.weights)
-
-    @functools.cached_property
-    def tasks(self):
-        """The address of the callback that runs a task of the parallel driver on these weights
-        (``planned.job_callback``: compiled, or loaded from the cache, at the first parallel call)."""
-        return job_callback("task", self.weights)
+    def tasks(self, path):
+        """The address of the callback that runs a task of ``path``'s driver on these weights: a block
+        of the parallel driver's, a worker of a split row (split and pair), else 0; compiled, or
+        loaded from the cache, at its first call (``planned.job_callback``)."""
+        kind = {"parallel": "task", "split": "part", "pair": "part"}.get(path)
+        return 0 if kind is None else job_callback(kind, self.weights)
 
     def savings(self):
         """How many times fewer bytes the packed weights take than float32's would, for ``repr``."""

@@ -32,7 +32,6 @@ from . import _tuning
 from ._config import kernel
 from ._kernels import pair
 from ._kernels.atomics import STEADY_COUNTER, cycles
-from ._kernels.callbacks import F32
 from ._threading import requested
 
 
@@ -159,7 +158,7 @@ class Partner:
         stopped = pair.new_mailbox()
         pair.ask_to_stop(stopped)
         pair.serve(stopped, 0)
-        pair.worker_callback(F32)  # float32 weights' worker now; others when a call first needs them
+        pair.jobs_worker()  # the callback that runs posted jobs; each job's own when a call first needs it
         _cycles()  # and the counter its thread reads first: a thread that compiles holds Numba's compiler
         # lock, and a process forked meanwhile would inherit it held, and hang at its first compilation
         self._thread = threading.Thread(target=self._serve, name="fastgru-partner", daemon=True)

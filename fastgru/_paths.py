@@ -11,7 +11,7 @@ least the calling thread: a call never waits for threads.
 from . import _partner, _scratch, _tuning
 from ._kernels.jobs import JOB_SIZE
 from ._kernels.layout import rows_scratch, split_scratch
-from ._kernels.pair import run_pair
+from ._kernels.pair import jobs_worker, run_pair
 from ._kernels.rows import run_parallel, run_serial
 from ._kernels.split import run_split
 from ._threading import lease, requested
@@ -55,12 +55,12 @@ def run(packed, path, n, s, arrays, strides, keep):
         if granted == 1 and not forced:
             return _serial(packed, n, s, arrays, strides, keep)
         if path == "split":
-            _split(run_split, packed, s, arrays, strides, keep)
+            _split(run_split, packed, s, arrays, strides, keep, packed.tasks(path))
             return "run_split"
         n_blocks = min(n, -(-granted // packed.n_dirs))
         call, floats, ints = _plan(packed, n, s, strides, keep, -(-n // n_blocks), packed.n_dirs * n_blocks)
         work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-        run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks, packed.tasks)
+        run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks, packed.tasks(path))
         return "run_parallel"
 
 
@@ -71,10 +71,10 @@ def _serial(packed, n, s, arrays, strides, keep):
     return "run_serial"
 
 
-def _split(kernel, packed, s, arrays, strides, keep, *mailbox_and_worker):
+def _split(kernel, packed, s, arrays, strides, keep, *addresses):
     call, floats, ints = _plan(packed, 1, s, strides, keep, 0, 2)
     work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-    return kernel(*arrays, packed.weights, call, packed.clip, work, iwork, *mailbox_and_worker)
+    return kernel(*arrays, packed.weights, call, packed.clip, work, iwork, *addresses)
 
 
 def _pair(packed, n, s, arrays, strides, keep, flops, forced):
@@ -86,12 +86,17 @@ def _pair(packed, n, s, arrays, strides, keep, flops, forced):
         if taken:
             with lease(min(2, requested())) as granted:
                 if granted > 1:
-                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox, packed.worker)
+                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox, *_pair_callbacks(packed))
                     return "run_pair"
         if forced:
-            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox(), packed.worker)
+            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox(), *_pair_callbacks(packed))
             return "run_pair"
         return _serial(packed, n, s, arrays, strides, keep)
+
+
+def _pair_callbacks(packed):
+    """run_pair's callbacks: the partner's for posted jobs, and the one that runs a split row's worker."""
+    return jobs_worker(), packed.tasks("pair")
 
 
 def _plan(packed, n, s, strides, keep, rows, tasks):
@@ -108,6 +113,6 @@ def _plan(packed, n, s, strides, keep, rows, tasks):
         else:
             hoist = int(rows * s * 3 * packed.n_hidden * ct.itemsize <= _tuning.HOIST_BYTES)
             floats, ints = rows_scratch(rows, s, packed.n_inputs, packed.n_hidden, hoist, ct.itemsize, CHUNK_ROWS)
-        ints = ints.end * tasks + (JOB_SIZE * tasks if rows else 0)  # the parallel driver's tasks' jobs first
+        ints = (ints.end + JOB_SIZE) * tasks  # each task's job first (the parallel and split drivers')
         plan = packed.remember(key, (packed.call(n, s, hoist, strides, keep), floats.end * tasks, ints))
     return plan

@@ -29,6 +29,7 @@ import numpy as np
 from . import _partner, _paths, _scratch, _tuning
 from ._dispatch import NO_ROWS
 from ._kernels.jobs import JOB, JOB_SIZE
+from ._kernels.pair import jobs_worker
 from ._kernels.planned import job_callback, planned
 from ._threading import lease, requested
 from ._validate import check_lengths
@@ -87,7 +88,8 @@ class Plan:
             self.partner = _partner.PARTNER  # a forked child has another, and its own mailbox
             self.pair_job = self._job(packed, changing, 0, 2)
             self.pair_job[JOB["mailbox"]] = self.partner.mailbox.ctypes.data
-            self.pair_job[JOB["worker"]] = packed.worker
+            self.pair_job[JOB["worker"]] = jobs_worker()
+            self.pair_job[JOB["tasks"]] = packed.tasks("pair")
             self.wake = flops >= _tuning.PAIR_WAKE_FLOPS
         self.shapes, self.run = None, None
         self.signature = numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(self.job))

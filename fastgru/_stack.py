@@ -27,8 +27,9 @@ from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
 from ._kernels.jobs import JOB, JOB_SIZE
 from ._kernels.layout import CALL
 from ._kernels.memory import LINE_BYTES, aligned
+from ._kernels.pair import jobs_worker
 from ._kernels.planned import job_callback
-from ._kernels.stack import jobs_worker, run_stack, run_stack_pair
+from ._kernels.stack import run_stack, run_stack_pair
 from ._ops import GRUSequence
 from ._paths import _plan, choose
 from ._threading import lease, requested
@@ -404,11 +405,10 @@ class _Layout:
             job.view(np.float64)[JOB["clip"]] = packed.clip
             job[JOB["callback"]] = job_callback(path, packed.weights)
             job[JOB["blocks"]] = blocks
-            if path == "parallel":
-                job[JOB["tasks"]] = packed.tasks
+            job[JOB["tasks"]] = packed.tasks(path)
             if mailbox is not None:
                 job[JOB["mailbox"]] = mailbox.ctypes.data
-                job[JOB["worker"]] = packed.worker
+                job[JOB["worker"]] = jobs_worker()
                 kept.append(mailbox)
             job[JOB["state_offset"]] = stack._offsets[k]
         if wave is not None:

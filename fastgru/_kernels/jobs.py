@@ -22,6 +22,7 @@ from numba import carray
 
 from .._config import kernel
 from .atomics import address_of, pointer_to
+from .callbacks import call_job
 
 JOB_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths", "X", "h0", "att", "y", "ho")
 SHAPED = ("X", "h0", "lengths", "att", "y", "ho")
@@ -38,7 +39,7 @@ JOB["tasks"] = JOB["worker"] + 1
 JOB["task"] = JOB["tasks"] + 1
 JOB_SIZE = JOB["task"] + 1
 _WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
-_CLIP = JOB["clip"]
+_CLIP, _CALLBACK = JOB["clip"], JOB["callback"]
 
 
 @kernel()
@@ -74,3 +75,10 @@ def write_job(job, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, 
     job[_CALL], job[_CALL + 1], job[_WORK], job[_WORK + 1] = address_of(call), call.size, address_of(work), work.size
     job[_IWORK], job[_IWORK + 1] = address_of(iwork), iwork.size
     job.view(np.float64)[_CLIP] = clip
+
+
+@kernel()
+def run_jobs(jobs, k0, k1):
+    """The jobs k0..k1 of ``jobs`` (rows of JOB_SIZE) in order, each through its callback."""
+    for k in range(k0, k1):
+        call_job(jobs[k, _CALLBACK], jobs[k])

@@ -33,7 +33,7 @@ from .jobs import JOB, JOB_SIZE, SHAPED, job_arrays
 from .pair import SIZE as MAILBOX_SIZE
 from .pair import run_pair
 from .rows import run_parallel, run_serial
-from .split import run_split
+from .split import run_split, split_part
 
 _STEPS, _CALLBACK, _SHAPES = JOB["steps"], JOB["callback"], JOB["shapes"]
 _BLOCKS, _MAILBOX, _WORKER, _TASKS, _TASK = (JOB[name] for name in ("blocks", "mailbox", "worker", "tasks", "task"))
@@ -60,16 +60,24 @@ def _task(job, like, weights_like):
 
 
 @kernel(inline=True)
+def _part(job, like, weights_like):
+    """A worker of a split row (``split.split_jobs``)."""
+    X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, weights_like)
+    split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, y.dtype.type(clip), work, iwork, job[_TASK])
+    return 0
+
+
+@kernel(inline=True)
 def _split(job, like, weights_like):
-    run_split(*job_arrays(job, like, weights_like))
+    run_split(*job_arrays(job, like, weights_like), job[_TASKS])
     return 0
 
 
 @kernel(inline=True)
 def _pair(job, like, weights_like):
-    """run_pair's answer: 1 when the partner took the job."""
+    """run_pair's answer: 1 when the partner took worker 1."""
     mailbox = carray(pointer_to(job[_MAILBOX], job), (MAILBOX_SIZE,))
-    return run_pair(*job_arrays(job, like, weights_like), mailbox, job[_WORKER])
+    return run_pair(*job_arrays(job, like, weights_like), mailbox, job[_WORKER], job[_TASKS])
 
 
 # The C callbacks, one per driver and element type of the weights (``callbacks.py``).
@@ -121,6 +129,22 @@ def _task_i8(job):
     return _task(carray(job, (JOB_SIZE,)), F32, I8)
 
 
+def _part_f32(job):
+    return _part(carray(job, (JOB_SIZE,)), F32, F32)
+
+
+def _part_f64(job):
+    return _part(carray(job, (JOB_SIZE,)), F64, F64)
+
+
+def _part_bf16(job):
+    return _part(carray(job, (JOB_SIZE,)), F32, BF16)
+
+
+def _part_i8(job):
+    return _part(carray(job, (JOB_SIZE,)), F32, I8)
+
+
 def _split_f32(job):
     return _split(carray(job, (JOB_SIZE,)), F32, F32)
 
@@ -160,6 +184,7 @@ _JOBS = Callbacks(
             ("serial", (_serial_f32, _serial_f64, _serial_bf16, _serial_i8)),
             ("parallel", (_parallel_f32, _parallel_f64, _parallel_bf16, _parallel_i8)),
             ("task", (_task_f32, _task_f64, _task_bf16, _task_i8)),
+            ("part", (_part_f32, _part_f64, _part_bf16, _part_i8)),
             ("split", (_split_f32, _split_f64, _split_bf16, _split_i8)),
             ("pair", (_pair_f32, _pair_f64, _pair_bf16, _pair_i8)),
         )
@@ -171,10 +196,10 @@ _JOBS = Callbacks(
 
 def job_callback(path, weights):
     """The address of a C callback that runs the driver of ``path`` (``_paths.PATHS``; 'task': a task
-    of the parallel driver) on a job whose weights are ``weights`` (their element type's): compiled
-    (or loaded from the cache) once per process, and a function of its own, so that the kernels
-    that call it (``run_planned``, ``stack.run_stack``, ``rows.run_parallel``) do not each compile a
-    copy of the driver."""
+    of the parallel driver; 'part': a worker of a split row) on a job whose weights are ``weights``
+    (their element type's): compiled (or loaded from the cache) once per process, and a function of
+    its own, so that the kernels that call it (``run_planned``, ``stack.run_stack``, the parallel,
+    split and pair drivers) do not each compile a copy of the driver."""
     return _JOBS.address((path, weights_key(weights)))
 
 

@@ -15,20 +15,25 @@ With linear_before_reset and H a whole number of panels, one phase: each half co
 and h columns of its own units, then their h gate and update, and the workers meet once per step.
 
 Two ways to run the workers: ``run_split`` here, both in one Numba parallel region; ``run_pair``
-(``pair.py``), worker 0 on the calling thread and worker 1 on fastgru's partner thread.
+(``pair.py``), worker 0 on the calling thread and worker 1 on fastgru's partner thread. Either
+way each worker is a job (``split_jobs``) run by a C callback (``planned.job_callback`` of 'part'),
+so that split_part is compiled once per element type of the weights, not into each driver.
 Arguments as in ``layout.py``, for one row (N = D = 1).
 """
 
-import numpy as np
 from numba import prange
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, PATIENCE_SPINS
 from .atomics import atomic_add, atomic_load, atomic_swap, spin_pause
+from .callbacks import call_job
+from .jobs import JOB, JOB_SIZE, write_job
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
 from .products import product, project
 from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
+
+_TASK, _CALLBACK = JOB["task"], JOB["callback"]
 
 
 @kernel()
@@ -199,12 +204,24 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
     )
 
 
+@kernel()
+def split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts):
+    """``split_setup``, then the two workers' jobs (``jobs.py``), written to the head of ``iwork``
+    (2·JOB_SIZE elements, before the row's scratch), each run by the callback at ``parts``
+    (``planned.job_callback`` of 'part'): an int64 array (2, JOB_SIZE)."""
+    scratch = iwork[2 * JOB_SIZE :]
+    split_setup(call, h0, state_rows, work, scratch)
+    jobs = iwork[: 2 * JOB_SIZE].reshape((2, JOB_SIZE))
+    for worker in range(2):
+        write_job(jobs[worker], X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, scratch)
+        jobs[worker, _TASK], jobs[worker, _CALLBACK] = worker, parts
+    return jobs
+
+
 @kernel(parallel=True)
-def run_split(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
-    """Both workers in one Numba parallel region."""
-    split_setup(call, h0, state_rows, work, iwork)
-    clip_at = y.dtype.type(clip)
+def run_split(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts):
+    """Both workers in one Numba parallel region, each through the callback at ``parts`` (linked in
+    here, split_part would be compiled twice more: in the region's function and in this one)."""
+    jobs = split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts)
     for worker in prange(2):
-        split_part(
-            X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, np.int64(worker)
-        )  # prange's index is unsigned
+        call_job(parts, jobs[worker])

@@ -19,17 +19,13 @@ descriptors' ``wait`` and ``post``). Both cores work on one row without meeting 
 reading only its own layers' weights.
 """
 
-from numba import carray
-
 from .._config import kernel
-from .atomics import address_of, atomic_store, pointer_to
-from .callbacks import Callbacks, call_job
-from .jobs import JOB
-from .pair import SIZE as MAILBOX_SIZE
-from .pair import finish, post_jobs, posted_jobs
+from .atomics import address_of, atomic_store
+from .jobs import JOB, run_jobs
+from .pair import finish, post_jobs
 
 _X, _H0, _HO, _Y, _LENGTHS, _STATE_ROWS = (JOB[name] for name in ("X", "h0", "ho", "y", "lengths", "state_rows"))
-_CALLBACK, _OFFSET = JOB["callback"], JOB["state_offset"]
+_OFFSET = JOB["state_offset"]
 
 
 @kernel()
@@ -51,49 +47,25 @@ def _fill(jobs, X, h0, lengths, state_rows, y, ho):
 
 
 @kernel()
-def _run_jobs(jobs, k0, k1):
-    """The layers k0..k1 in order, each through its job's callback."""
-    for k in range(k0, k1):
-        call_job(jobs[k, _CALLBACK], jobs[k])
-
-
-@kernel()
 def run_stack(X, h0, lengths, state_rows, y, ho, jobs):
     """Every layer of ``jobs`` (L, JOB_SIZE) on checked arrays: X the first layer's input, y the last
     layer's output, h0 and ho the states of every layer (ho may be h0: updated in place), lengths
     int64 (N,) and state_rows (empty, or a pool's rows) as the kernels take them."""
     _fill(jobs, X, h0, lengths, state_rows, y, ho)
-    _run_jobs(jobs, 0, jobs.shape[0])
+    run_jobs(jobs, 0, jobs.shape[0])
 
 
 @kernel()
 def run_stack_pair(X, h0, lengths, state_rows, y, ho, jobs, first, progress, mailbox, worker):
     """``run_stack``'s layers as a wavefront: jobs[first:] posted to the partner through ``mailbox``
-    (``worker``: ``jobs_worker()``), jobs[:first] here; ``progress`` the int64 counter of layer
+    (``worker``: ``pair.jobs_worker()``), jobs[:first] here; ``progress`` the int64 counter of layer
     first - 1's steps that its descriptor posts to and layer first's waits on. Returns 1 if the
     partner took its layers, else 0 (this thread withdrew them and ran them after its own)."""
     _fill(jobs, X, h0, lengths, state_rows, y, ho)
     atomic_store(progress, 0, 0)
     post_jobs(mailbox, worker, jobs, first)
-    _run_jobs(jobs, 0, first)
+    run_jobs(jobs, 0, first)
     if finish(mailbox):
         return 1
-    _run_jobs(jobs, first, jobs.shape[0])
+    run_jobs(jobs, first, jobs.shape[0])
     return 0
-
-
-def _serve_jobs(mailbox):
-    """The partner's part of ``run_stack_pair``: the jobs ``pair.post_jobs`` published."""
-    box = carray(mailbox, (MAILBOX_SIZE,))
-    address, rows, width = posted_jobs(box)
-    jobs = carray(pointer_to(address, box), (rows, width))
-    _run_jobs(jobs, 0, rows)
-    return 0
-
-
-_WORKER = Callbacks({"jobs": _serve_jobs})
-
-
-def jobs_worker():
-    """The address of the callback that runs a wavefront's posted layers (compiled on first use)."""
-    return _WORKER.address("jobs")
