@@ -188,7 +188,7 @@ class Packed:
         """The address of the callback that runs a task of ``path``'s driver on these weights: a block
         of the parallel driver's, a worker of a split row (split and pair), else 0; compiled, or
         loaded from the cache, at its first call (``planned.job_callback``)."""
-        kind = {"parallel": "task", "split": "part", "pair": "part"}.get(path)
+        kind = {"parallel": "serial", "split": "part", "pair": "part"}.get(path)
         return 0 if kind is None else job_callback(kind, self.weights)
 
     def savings(self):

@@ -67,7 +67,7 @@ def run(packed, path, n, s, arrays, strides, keep):
 def _serial(packed, n, s, arrays, strides, keep):
     call, floats, ints = _plan(packed, n, s, strides, keep, n, 1)
     work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-    run_serial(*arrays, packed.weights, call, packed.clip, work, iwork)
+    run_serial(*arrays, packed.weights, call, packed.clip, work, iwork, 0, 0)
     return "run_serial"
 
 

@@ -404,7 +404,7 @@ class _Layout:
             job[JOB["steps"]] = s
             job.view(np.float64)[JOB["clip"]] = packed.clip
             job[JOB["callback"]] = job_callback(path, packed.weights)
-            job[JOB["blocks"]] = blocks
+            job[JOB["blocks"]] = blocks if path == "parallel" else 0  # 0: run_serial's whole call
             job[JOB["tasks"]] = packed.tasks(path)
             if mailbox is not None:
                 job[JOB["mailbox"]] = mailbox.ctypes.data

@@ -9,12 +9,13 @@ can hand them to a C callback (``callbacks.py``), which takes nothing else: the 
     JOB["callback"]    the address of the C callback that runs the job (``planned.job_callback``),
     JOB["shapes"]      the shapes of X, h0, sequence_lengths, att, y and ho (``SHAPED``), 4 places
                        each (plans),
-    JOB["blocks"]      the parallel driver's blocks of rows,
+    JOB["blocks"]      the parallel driver's blocks of rows (0: the serial driver's whole call),
     JOB["mailbox"]     the pair driver's mailbox address,
     JOB["state_offset"] where a stack's layer's state starts in the stack's states (elements),
     JOB["worker"]      the address of the pair driver's worker 1 (``pair.worker_callback``),
-    JOB["tasks"]       the address of the parallel driver's task callback (``planned.job_callback``),
-    JOB["task"]        the task a job of the parallel driver runs (``rows.run_serial``'s).
+    JOB["tasks"]       the address of the callback that runs a task of the driver: a block of the
+                       parallel driver, a worker of a split row (``planned.job_callback``),
+    JOB["task"]        the task a job runs: a block of the parallel driver, a split row's worker.
 """
 
 import numpy as np

@@ -42,20 +42,14 @@ _X, _H0, _LENGTHS, _ATT, _Y, _HO = (JOB[name] for name in SHAPED)
 
 @kernel(inline=True)
 def _serial(job, like, weights_like):
-    run_serial(*job_arrays(job, like, weights_like))
+    """The serial driver (JOB["blocks"] 0), or a task of the parallel one (``rows.run_parallel``)."""
+    run_serial(*job_arrays(job, like, weights_like), job[_TASK], job[_BLOCKS])
     return 0
 
 
 @kernel(inline=True)
 def _parallel(job, like, weights_like):
     run_parallel(*job_arrays(job, like, weights_like), job[_BLOCKS], job[_TASKS])
-    return 0
-
-
-@kernel(inline=True)
-def _task(job, like, weights_like):
-    """A task of the parallel driver (``run_parallel`` calls it through its callback)."""
-    run_serial(*job_arrays(job, like, weights_like), job[_TASK], job[_BLOCKS])
     return 0
 
 
@@ -113,22 +107,6 @@ def _parallel_i8(job):
     return _parallel(carray(job, (JOB_SIZE,)), F32, I8)
 
 
-def _task_f32(job):
-    return _task(carray(job, (JOB_SIZE,)), F32, F32)
-
-
-def _task_f64(job):
-    return _task(carray(job, (JOB_SIZE,)), F64, F64)
-
-
-def _task_bf16(job):
-    return _task(carray(job, (JOB_SIZE,)), F32, BF16)
-
-
-def _task_i8(job):
-    return _task(carray(job, (JOB_SIZE,)), F32, I8)
-
-
 def _part_f32(job):
     return _part(carray(job, (JOB_SIZE,)), F32, F32)
 
@@ -183,7 +161,6 @@ _JOBS = Callbacks(
         for path, functions in (
             ("serial", (_serial_f32, _serial_f64, _serial_bf16, _serial_i8)),
             ("parallel", (_parallel_f32, _parallel_f64, _parallel_bf16, _parallel_i8)),
-            ("task", (_task_f32, _task_f64, _task_bf16, _task_i8)),
             ("part", (_part_f32, _part_f64, _part_bf16, _part_i8)),
             ("split", (_split_f32, _split_f64, _split_bf16, _split_i8)),
             ("pair", (_pair_f32, _pair_f64, _pair_bf16, _pair_i8)),
@@ -195,8 +172,8 @@ _JOBS = Callbacks(
 
 
 def job_callback(path, weights):
-    """The address of a C callback that runs the driver of ``path`` (``_paths.PATHS``; 'task': a task
-    of the parallel driver; 'part': a worker of a split row) on a job whose weights are ``weights``
+    """The address of a C callback that runs the driver of ``path`` (``_paths.PATHS``, whose 'serial'
+    also runs the parallel driver's tasks; 'part': a worker of a split row) on a job whose weights are ``weights``
     (their element type's): compiled (or loaded from the cache) once per process, and a function of
     its own, so that the kernels that call it (``run_planned``, ``stack.run_stack``, the parallel,
     split and pair drivers) do not each compile a copy of the driver."""

@@ -56,18 +56,19 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, task=-1, n_blocks=1):
-    """The serial driver, and a task of the parallel one. Task -1 (the default): every direction and
-    row on the calling thread, in the whole scratch. Task k of run_parallel's D·n_blocks: direction
-    k // n_blocks, block k % n_blocks of the rows, in the k-th of equal parts of ``work`` (whole
-    64-byte lines) and ``iwork``. A task's scratch is ``layout.rows_scratch``'s. One function for
-    both, not a loop around a function of a task's rows: Numba links a callee's code into each of
-    its callers and LLVM optimises it again there, a second compilation of this body
-    (benchmarks/tuning.md, "Compile time and portable caches")."""
+def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, task, n_blocks):
+    """The serial driver, and a task of the parallel one. n_blocks 0: every direction and row on the
+    calling thread, in the whole scratch (``task`` is not read). n_blocks > 0: task k of
+    run_parallel's D·n_blocks, direction k // n_blocks, block k % n_blocks of the rows, in the k-th
+    of equal parts of ``work`` (whole 64-byte lines) and ``iwork``. A task's scratch is
+    ``layout.rows_scratch``'s. One function for both, with the task an argument, not a loop around
+    a function of a task's rows: Numba links a callee's code into each of its callers and LLVM
+    optimises it again there, and each specialisation is compiled on its own
+    (benchmarks/tuning.md, "One compilation of each driver's body")."""
     c = read_call(call)
     clip_at = y.dtype.type(clip)
     d0, d1, lo, hi = 0, c.n_dirs, 0, c.n_rows
-    if task >= 0:
+    if n_blocks > 0:
         n_tasks, line = c.n_dirs * n_blocks, LINE_BYTES // work.itemsize
         per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
         d0, blk = task // n_blocks, task % n_blocks
@@ -193,7 +194,7 @@ def _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc):
 def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, n_blocks, tasks):
     """Every (direction, block of rows) task of ``run_serial``, shared among Numba's threads: one
     fork/join per call. Each task runs through the C callback at ``tasks`` (``planned.job_callback``
-    of 'task'), on a job written to the head of ``iwork`` (JOB_SIZE elements per task, before the
+    of 'serial'), on a job written to the head of ``iwork`` (JOB_SIZE elements per task, before the
     tasks' scratch): linked in here, run_serial's body would be compiled twice more, once in the
     parallel region's function and once in this one."""
     n_tasks = read_call(call).n_dirs * n_blocks
