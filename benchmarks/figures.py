@@ -847,3 +847,73 @@ figure(
     "0.65",
     "1.00",
 )
+
+# ---------------------------------------------------------------------- compile time: driver callbacks (issue 23)
+BREAKDOWN = "benchmarks/compile_breakdown_results_avx512.md"
+COLD_CALLBACKS = "benchmarks/cold_ab_results_callbacks.md"
+for row in (
+    "| float32 serial | 14.47, 17.44 | 14.41, 13.00 |",
+    "| float32 parallel | 13.69, 11.71 | 3.91, 4.44 |",
+    "| float32 pair | 17.35, 15.04 | 13.09, 11.97 |",
+    "| float32 split | 8.45, 7.70 | 0.64, 0.72 |",
+    "| float32 plans | 15.08, 14.28 | 4.19, 3.62 |",
+    "| all | 73.53, 71.49 | 40.80, 37.67 |",
+    "| of which LLVM | 52.53, 49.98 | 21.98, 20.74 |",
+):
+    figure(TUNING, row, BREAKDOWN, *[f.strip(" |") for f in row.replace(",", " |").split(" | ")[1:5]])
+figure(TUNING, "| specialisations compiled | 126 | 105 |", BREAKDOWN, "126", "105")
+figure(
+    TUNING,
+    "the same before code took 56.10 and 53.52 s there, against 44.94 and 36.41 s for f7bb58f",
+    BREAKDOWN,
+    "56.10",
+    "53.52",
+    "44.94",
+    "36.41",
+)
+figure(
+    TUNING,
+    "took 1.86 s of LLVM in run 3's before); what went is the drivers' second, third and fourth copies, which only "
+    "the other paths compiled: `run_parallel` (8.75 s of LLVM in run 3's before), `run_split` (6.00), the plans' "
+    "`_serial` and `_pair` (2.48, 2.22), `_serve_job` (1.45).",
+    BREAKDOWN,
+    "1.86",
+    "8.75",
+    "6.00",
+    "2.48",
+    "2.22",
+    "1.45",
+)
+for row in (
+    "| `warmup()` (float32, every path) | 66.2 | 37.5 | 0.567 |",
+    "| first `gru_sequence` call (b4 s10 i16 h32 bidirectional) | 15.9 | 15.0 | 0.939 |",
+    "| three calls of a one-row GRUCell, h256 (the pair path and its plan) | 37.9 | 33.2 | 0.876 |",
+    "| first function call of one row, `gru_cell` h256 | 7.2 | 6.4 | 0.891 |",
+):
+    figure(TUNING, row, COLD_CALLBACKS, *[f.strip(" |") for f in row.split(" | ")[1:4]])
+figure(
+    CHANGELOG,
+    "alternating pairs of fresh processes): 73.53 and 71.49 s before, 40.80 and 37.67 s after; LLVM's share 52.53 "
+    "and 49.98 s before, 21.98 and 20.74 s after.",
+    BREAKDOWN,
+    "73.53",
+    "71.49",
+    "40.80",
+    "37.67",
+    "52.53",
+    "49.98",
+    "21.98",
+    "20.74",
+)
+figure(
+    CHANGELOG,
+    "`warmup()` 66.2 -> 37.5 s, the first `gru_sequence` call 15.9 -> 15.0 s, three one-row GRUCell h256 calls "
+    "37.9 -> 33.2 s.",
+    COLD_CALLBACKS,
+    "66.2",
+    "37.5",
+    "15.9",
+    "15.0",
+    "37.9",
+    "33.2",
+)

@@ -13,11 +13,11 @@ rank, C layout, writeable, aligned): a call with other types raises TypeError in
 compiling, so that Numba's own look at the types, which every call pays, is the plan's check of
 them. run_planned compares the shapes and the sequence lengths with the plan's, writes the
 changing arrays' addresses into the job and calls the job's driver (serial, or pair) through its
-callback's address: each signature of run_planned is then a small function of its own instead of a copy of the whole
-serial kernel. The job (``jobs.py``'s layout; ``_plan.py`` makes it, and keeps every array it
-points to alive; one per plan, and a plan serves one thread) holds the fixed arrays, set by the
-plan; X, h0, att, y and ho, set by run_planned at every call; S, against which the sequence
-lengths are checked; and the shapes the changing arrays must have.
+callback's address: each signature of run_planned is then a small function of its own instead of
+a copy of the whole serial kernel. The job (``jobs.py``'s layout; ``_plan.py`` makes it, and keeps
+every array it points to alive; one per plan, and a plan serves one thread) holds the fixed
+arrays, set by the plan; X, h0, att, y and ho, set by run_planned at every call; S, against which
+the sequence lengths are checked; and the shapes the changing arrays must have.
 
 A call whose arrays have other shapes, or a sequence length outside [0, S], returns -1 before
 anything is written: the caller then runs the full checks, which say what is wrong.
