@@ -38,7 +38,9 @@ JOB["state_offset"] = JOB["mailbox"] + 1
 JOB["worker"] = JOB["state_offset"] + 1
 JOB["tasks"] = JOB["worker"] + 1
 JOB["task"] = JOB["tasks"] + 1
-JOB_SIZE = JOB["task"] + 1
+#: Whole 64-byte lines: the scratch after a driver's jobs (``rows.run_parallel``, ``split.split_jobs``) keeps the
+#: line alignment its atomic counters were laid out for.
+JOB_SIZE = -(-(JOB["task"] + 1) // 8) * 8
 _WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
 _CLIP, _CALLBACK = JOB["clip"], JOB["callback"]
 
