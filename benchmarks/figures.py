@@ -917,3 +917,17 @@ figure(
     "37.9",
     "33.2",
 )
+figure(
+    TUNING,
+    "took 0.843-1.026 of their time before (`benchmarks/ab_results_callbacks.md`",
+    "benchmarks/ab_results_callbacks.md",
+    "0.843",
+    "1.026",
+)
+figure(
+    TUNING,
+    "a one-row h256 sequence on the pair path took 1.097 of its time before (12 pairs); padded to 56, 0.964.",
+    "benchmarks/ab_results_callbacks.md",
+    "1.097",
+    "0.964",
+)
