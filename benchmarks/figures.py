@@ -931,3 +931,16 @@ figure(
     "1.097",
     "0.964",
 )
+figure(
+    TUNING,
+    "took 0.931-1.019 of their time before, but the one-row h256 cell on the pair path 1.089 (12 pairs; 28.6 -> 31.1 "
+    "µs), against 0.969 for the old code against itself",
+    "benchmarks/ab_results_callbacks_avx2code.md",
+    "0.931",
+    "1.019",
+    "1.089",
+    "28.6",
+    "31.1",
+    "0.969",
+)
+figure(TUNING, "It is there already at af8ef1e (1.125)", "benchmarks/ab_results_callbacks_avx2code.md", "1.125")
