@@ -12,7 +12,8 @@ can hand them to a C callback (``callbacks.py``), which takes nothing else: the 
     JOB["blocks"]      the parallel driver's blocks of rows (0: the serial driver's whole call),
     JOB["mailbox"]     the pair driver's mailbox address,
     JOB["state_offset"] where a stack's layer's state starts in the stack's states (elements),
-    JOB["worker"]      the address of the pair driver's worker 1 (``pair.worker_callback``),
+    JOB["worker"]      the address of the callback with which the partner runs posted jobs
+                       (``pair.jobs_worker``: the pair driver posts its worker 1),
     JOB["tasks"]       the address of the callback that runs a task of the driver: a block of the
                        parallel driver, a worker of a split row (``planned.job_callback``),
     JOB["task"]        the task a job runs: a block of the parallel driver, a split row's worker.
