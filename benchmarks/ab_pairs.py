@@ -8,10 +8,17 @@ OLD's fastgru on the path, then one with NEW's (the order alternates from pair t
 timing the prepared op with ``out=`` for ``--seconds`` after its warm-up (``ab.py``). The table
 gives the median over the processes of their medians, and NEW / OLD. Each process runs its own
 checkout's ``benchmarks/ab.py`` and fastgru (the shapes' ids and data are the same in both).
+
+Before the pairs, one untimed process per checkout fills its cache: a process that compiles can
+time calls that still compile (a median of seconds). One process's median is not the checkout's:
+on a shared host the processes of the same code spread by 10-15% and more (allocations land at
+other addresses, other cores' load), so the table adds a 95% interval of NEW / OLD, by bootstrap
+over the processes' medians; an interval that holds 1 has not shown a difference.
 """
 
 import argparse
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -34,6 +41,17 @@ def _median_us(checkout, shape, seconds):
     return float(re.match(r"([\d.]+) µs", out).group(1))
 
 
+def ratio_interval(old, new, draws=4000, seed=0):
+    """The 2.5th and 97.5th percentiles of median(new) / median(old) over bootstrap resamples of
+    both lists (each process's median one value)."""
+    rng = random.Random(seed)
+    ratios = sorted(
+        statistics.median(rng.choices(new, k=len(new))) / statistics.median(rng.choices(old, k=len(old)))
+        for _ in range(draws)
+    )
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old")
@@ -47,15 +65,18 @@ def main(argv=None):
     from bench_gru import SHAPES
 
     shapes = args.shapes or [s.id for s in SHAPES]
-    lines = ["| shape | old µs | new µs | new / old |", "|---|---|---|---|"]
+    lines = ["| shape | old µs | new µs | new / old | 95% interval |", "|---|---|---|---|---|"]
     for shape in shapes:
+        for which in ("old", "new"):  # fill each checkout's cache, untimed
+            _median_us(getattr(args, which), shape, 0.1)
         times = {"old": [], "new": []}
         for k in range(args.pairs):
             order = ("old", "new") if k % 2 == 0 else ("new", "old")
             for which in order:
                 times[which].append(_median_us(getattr(args, which), shape, args.seconds))
         old, new = statistics.median(times["old"]), statistics.median(times["new"])
-        lines.append(f"| {shape} | {old:,.1f} | {new:,.1f} | {new / old:.3f} |")
+        low, high = ratio_interval(times["old"], times["new"])
+        lines.append(f"| {shape} | {old:,.1f} | {new:,.1f} | {new / old:.3f} | {low:.3f}-{high:.3f} |")
         print(lines[-1], flush=True)
     from conftest import machine_info
 
@@ -63,7 +84,8 @@ def main(argv=None):
     lines += [
         "",
         f"old: {args.old}; new: {args.new}. Prepared op with out=, 2 threads, medians of {args.pairs} processes "
-        f"each ({args.seconds} s of calls after a warm-up), alternating; {machine['cpu']} ({machine['isa']}); "
+        f"each ({args.seconds} s of calls after a warm-up), alternating, after one untimed process each; "
+        f"the interval by bootstrap over the processes' medians; {machine['cpu']} ({machine['isa']}); "
         f"{time.strftime('%Y-%m-%d')}.",
         "",
     ]
