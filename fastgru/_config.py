@@ -146,6 +146,12 @@ def kernel(*, exact=False, parallel=False, inline=False, signature=None, callbac
     ``CACHE_DIR`` stays as it is for other Numba users of the process. Concurrent processes may
     share a folder: Numba writes each file under a temporary name and renames it into place, so
     a reader sees the old file or the new one, never a torn one.
+
+    A kernel called from another with an integer constant (``f(x, 0)``) is compiled again for it:
+    Numba types the constant as a literal, and each literal is a specialisation of its own, with
+    its own LLVM pass in every caller. Kernels therefore pass constants as ``np.int64(k)``, unless
+    the callee is meant to be specialised on them (``products._panels_in_tiles``: its tile's rows
+    and panels); tests/test_specialisations.py checks that no other kernel gets a literal.
     """
     options = {**(JIT_EXACT if exact else JIT_OPTIONS), "parallel": parallel}
     if inline:
@@ -197,21 +203,28 @@ def cached_counts():
     process's target (CPU, features, sources and Numba version), and over how many kernels."""
     entries = kernels = 0
     for dispatcher in KERNELS:
-        cache = getattr(dispatcher, "_cache", None)
-        if not isinstance(cache, _FunctionCache):
-            continue
-        context = dispatcher._targetdescr.target_context if _is_callback(dispatcher) else dispatcher.targetctx
-        magic = context.codegen().magic_tuple()
-        try:
-            found = sum(key[1] == magic for key in cache._cache_file._load_index())
-        except Exception:  # an unreadable index is an empty one, as for Numba
-            found = 0
+        found = len(cached_signatures(dispatcher))
         entries += found
         kernels += found > 0
     return entries, kernels
 
 
-# Numba's private caching API, here only (and in ``cached_counts``, which reads an index). A
+def cached_signatures(dispatcher):
+    """The signatures (tuples of Numba types) of ``dispatcher``'s specialisations that the cache
+    folder holds for this process's target; none when it is not cached (or its index unreadable)."""
+    cache = getattr(dispatcher, "_cache", None)
+    if not isinstance(cache, _FunctionCache):
+        return []
+    context = dispatcher._targetdescr.target_context if _is_callback(dispatcher) else dispatcher.targetctx
+    magic = context.codegen().magic_tuple()
+    try:
+        keys = [key[0] for key in cache._cache_file._load_index() if key[1] == magic]
+    except Exception:  # an unreadable index is an empty one, as for Numba
+        return []
+    return [getattr(key, "args", key) for key in keys]  # a C callback's key is its Signature
+
+
+# Numba's private caching API, here only (and in ``cached_signatures``, which reads an index). A
 # dispatcher's cache is a ``caching.FunctionCache``, whose implementation asks its locator for
 # the folder; the locator below names it after the source file's place in the package. Numba's
 # index key (signature, target CPU and features, a hash of the function's bytecode) and source

@@ -16,6 +16,8 @@ Arguments as in ``layout.py`` (N = S = 1, any D), with W (D, 3H, I), R (D, 3H, H
 
 from collections import namedtuple
 
+import numpy as np
+
 from .._config import kernel
 from .layout import _lines, pack_panel, panels, read_call
 from .memory import load, store
@@ -78,9 +80,9 @@ def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
                 store(w, o.xg + col, load(B, bias_at + col))
             for col in range(3 * n_hidden, p.n * nr):
                 store(w, o.xg + col, 0)
-            product_direct(w, o.xg, o.x, W, d, 0, p.n, o.panel, nr)
+            product_direct(w, o.xg, o.x, W, d, np.int64(0), p.n, o.panel, nr)
             begin_gates(w, o.c, o.xg, B, bias_at + 3 * n_hidden, c.lbr, n_hidden, 0, p.n * nr)
-            product_direct(w, o.c, o.state, R, d, 0, p.n if c.lbr else p.p1, o.panel, nr)
+            product_direct(w, o.c, o.state, R, d, np.int64(0), p.n if c.lbr else p.p1, o.panel, nr)
             activate_gates(w, o.c, o.c + 2 * n_hidden, clip_at, c.f_code)
             if c.lbr:
                 candidate_lbr(w, o.c, o.xg, n_hidden, 0, n_hidden)

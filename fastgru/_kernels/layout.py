@@ -252,7 +252,7 @@ def _panels_of(W, R, B, out, compare):
         k_len = M.shape[2]
         for d in range(n_dirs):
             for q in range(p.n):
-                if pack_panel(M, d, q, 0, k_len, nr, out, begin + (d * p.n + q) * k_len * nr, compare):
+                if pack_panel(M, d, q, np.int64(0), k_len, nr, out, begin + (d * p.n + q) * k_len * nr, compare):
                     return True
     for d in range(n_dirs):
         for col in range(4 * n_hidden):

@@ -20,6 +20,7 @@ panels from P2 on, written to its own buffer C2: the panel that holds both r and
 for H < NR, z columns) is then computed twice without overwriting z or r.
 """
 
+import numpy as np
 from numba import carray, prange
 
 from .._config import kernel
@@ -83,7 +84,7 @@ def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work
     lbr, hoist = c.lbr, c.hoist
     has_att = att.size > 0
     n_rows = hi - lo
-    o, io = rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, y.itemsize, CHUNK_ROWS)
+    o, io = rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, y.itemsize, np.int64(CHUNK_ROWS))
     w = work
     for d in range(d0, d1):  # every step of direction d for rows lo..hi
         w_base, r_base = w_start(c, d, nr, p.n, weights), r_start(c, d, nr, p.n, weights)
@@ -104,7 +105,7 @@ def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work
                     b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
                     store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
                 project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc,
-                    ldc, w, o.a, 0, p.n, nr)  # fmt: skip
+                    ldc, w, o.a, np.int64(0), p.n, nr)  # fmt: skip
 
         running = n_rows  # the rows still running at step s: a prefix of the order
         for s in range(seq_length):
@@ -124,7 +125,7 @@ def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work
                         for r in range(n):
                             store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
                         project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w,
-                            o.xg + (i * seq_length + t0) * ldc, ldc, w, o.a, 0, p.n, nr)  # fmt: skip
+                            o.xg + (i * seq_length + t0) * ldc, ldc, w, o.a, np.int64(0), p.n, nr)  # fmt: skip
             for g0 in range(0, running, CHUNK_ROWS):
                 n = min(CHUNK_ROWS, running - g0)
                 for i in range(n):
@@ -135,13 +136,13 @@ def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work
                         b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
                         store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
                     project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w,
-                        o.a, 0, p.n, nr)  # fmt: skip
+                        o.a, np.int64(0), p.n, nr)  # fmt: skip
                 for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
                     begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
                         weights, rbh_at, lbr, n_hidden, 0, ldc)  # fmt: skip
                     store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
                 pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-                product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, 0, p.n if lbr else p.p1, nr)
+                product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, np.int64(0), p.n if lbr else p.p1, nr)
                 for i in range(n):
                     co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc)
                     activate_gates(w, co, co + 2 * n_hidden, clip_at, c.f_code)

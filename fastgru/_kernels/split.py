@@ -21,6 +21,7 @@ so that split_part is compiled once per element type of the weights, not into ea
 Arguments as in ``layout.py``, for one row (N = D = 1).
 """
 
+import numpy as np
 from numba import prange
 
 from .._config import kernel
@@ -70,8 +71,8 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
             n,
             c.n_inputs,
             weights,
-            w_start(c, 0, p.nr, p.n, weights),
-            bias_start(c, 0, p.nr, p.n, weights, work.itemsize),
+            w_start(c, np.int64(0), p.nr, p.n, weights),
+            bias_start(c, np.int64(0), p.nr, p.n, weights, work.itemsize),
             c.n_hidden,
             work,
             o.xg + t0 * ldc,
@@ -93,8 +94,8 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
     p = panels(n_hidden, work.itemsize)
     nr = p.nr
     xo = o.xg + t * p.n * nr
-    r_base = r_start(c, 0, nr, p.n, weights)
-    rbh_at = bias_start(c, 0, nr, p.n, weights, work.itemsize) + 3 * n_hidden
+    r_base = r_start(c, np.int64(0), nr, p.n, weights)
+    rbh_at = bias_start(c, np.int64(0), nr, p.n, weights, work.itemsize) + 3 * n_hidden
     if phase == 0 and phases(c.lbr, n_hidden, nr) == 1:
         per_gate = n_hidden // nr
         q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2
@@ -104,10 +105,10 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
             product(
                 work,
                 o.c + g * n_hidden + u0,
-                0,
+                np.int64(0),
                 work,
                 cur,
-                1,
+                np.int64(1),
                 weights,
                 r_base,
                 g * per_gate + q0,
@@ -122,7 +123,7 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         q0, q1 = half * total // 2, (half + 1) * total // 2
         c0, c1 = q0 * nr, q1 * nr
         begin_gates(work, o.c, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
-        product(work, o.c + c0, 0, work, cur, 1, weights, r_base, q0, q1, n_hidden, nr)
+        product(work, o.c + c0, np.int64(0), work, cur, np.int64(1), weights, r_base, q0, q1, n_hidden, nr)
         c1 = min(c1, 2 * n_hidden)
         activate_gates(work, o.c + c0, o.c + c1, clip_at, c.f_code)
         if not c.lbr:
@@ -136,7 +137,8 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
     else:
         first = p.p2 * nr
         begin_candidate(work, o.c2, xo, n_hidden, first, q0 * nr, q1 * nr)
-        product(work, o.c2 + q0 * nr - first, 0, work, o.rh, 1, weights, r_base, q0, q1, n_hidden, nr)
+        c0 = o.c2 + q0 * nr - first
+        product(work, c0, np.int64(0), work, o.rh, np.int64(1), weights, r_base, q0, q1, n_hidden, nr)
         hg = o.c2 + 2 * n_hidden - first
     activate_gates(work, hg + u0, hg + u1, clip_at, c.g_code)
     score = load(att, t) if att.size > 0 else work.dtype.type(0)
@@ -147,8 +149,8 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
 def split_setup(call, h0, state_rows, work, iwork):
     """Before the workers start: the state from h0, no item claimed or done, no worker present."""
     c = read_call(call)
-    o, io = split_scratch(c.seq_length, c.n_inputs, c.n_hidden, work.itemsize, CHUNK_ROWS)
-    at = state_at(c, state_rows, 0, 0)
+    o, io = split_scratch(c.seq_length, c.n_inputs, c.n_hidden, work.itemsize, np.int64(CHUNK_ROWS))
+    at = state_at(c, state_rows, np.int64(0), np.int64(0))
     for j in range(c.n_hidden):
         store(work, o.state + j, load(h0, at + j))
     for k in range(o.rh, o.end):  # r ⊙ H, C, C2: every element is written before it is read; zero all the same
@@ -164,7 +166,7 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
     c = read_call(call)
     n_hidden = c.n_hidden
     p = panels(n_hidden, work.itemsize)
-    o, io = split_scratch(c.seq_length, c.n_inputs, n_hidden, work.itemsize, CHUNK_ROWS)
+    o, io = split_scratch(c.seq_length, c.n_inputs, n_hidden, work.itemsize, np.int64(CHUNK_ROWS))
     length = lengths[0]
     other = 1 - worker
     atomic_add(iwork, io.present + worker, 1)
@@ -198,7 +200,7 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
         length,
         c.seq_length,
         ho,
-        state_at(c, state_rows, 0, 0),
+        state_at(c, state_rows, np.int64(0), np.int64(0)),
         u0,
         u1,
     )
