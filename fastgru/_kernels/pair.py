@@ -51,7 +51,7 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
 
     Returns 1 if the partner took worker 1, else 0 (this thread then ran worker 1's part too)."""
     jobs = split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts)
-    post_jobs(mailbox, worker, jobs, 1)
+    post_jobs(mailbox, worker, jobs, np.int64(1))
     call_job(parts, jobs[0])
     if finish(mailbox):
         return 1
@@ -115,7 +115,7 @@ def _serve_jobs(mailbox):
     """The partner's part of a posting: the jobs ``post_jobs`` published, each through its callback."""
     box = carray(mailbox, (SIZE,))
     address, rows, width = posted_jobs(box)
-    run_jobs(carray(pointer_to(address, box), (rows, width)), 0, rows)
+    run_jobs(carray(pointer_to(address, box), (rows, width)), np.int64(0), rows)
     return 0
 
 

@@ -19,6 +19,8 @@ descriptors' ``wait`` and ``post``). Both cores work on one row without meeting 
 reading only its own layers' weights.
 """
 
+import numpy as np
+
 from .._config import kernel
 from .atomics import address_of, atomic_store
 from .jobs import JOB, run_jobs
@@ -52,7 +54,7 @@ def run_stack(X, h0, lengths, state_rows, y, ho, jobs):
     layer's output, h0 and ho the states of every layer (ho may be h0: updated in place), lengths
     int64 (N,) and state_rows (empty, or a pool's rows) as the kernels take them."""
     _fill(jobs, X, h0, lengths, state_rows, y, ho)
-    run_jobs(jobs, 0, jobs.shape[0])
+    run_jobs(jobs, np.int64(0), jobs.shape[0])
 
 
 @kernel()
@@ -64,7 +66,7 @@ def run_stack_pair(X, h0, lengths, state_rows, y, ho, jobs, first, progress, mai
     _fill(jobs, X, h0, lengths, state_rows, y, ho)
     atomic_store(progress, 0, 0)
     post_jobs(mailbox, worker, jobs, first)
-    run_jobs(jobs, 0, first)
+    run_jobs(jobs, np.int64(0), first)
     if finish(mailbox):
         return 1
     run_jobs(jobs, first, jobs.shape[0])
