@@ -18,11 +18,9 @@ from ._compact import check_weight_dtype, pack_compact
 from ._kernels.direct import direct_scratch, run_direct
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
-from ._kernels.planned import job_callback
+from ._kernels.planned import task_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
-#: The callback of each path's tasks (``planned.job_callback``): a block of rows, a split row's worker.
-_TASK_CALLBACKS = {"parallel": "serial", "split": "part", "pair": "part"}
 
 #: The kernels' state_rows when batch row b has state row b.
 NO_ROWS = np.zeros(0, dtype=_I64)
@@ -89,7 +87,7 @@ class Packed:
             self.weights = pack_compact(spec.op, weight_dtype, W, R, B)
         #: What the kernels read W and R as: 'float32', 'float64', 'bfloat16' or 'int8'.
         self.weight_dtype = weight_dtype or ct.name
-        self._tasks = {}  # ``tasks``' addresses by kind
+        self._tasks = {}  # ``tasks``' addresses by path
 
     def _describe(self, spec):
         """Everything but the weights: sizes, attributes and the per-call constants."""
@@ -190,13 +188,10 @@ class Packed:
     def tasks(self, path):
         """The address of the callback that runs a task of ``path``'s driver on these weights: a block
         of the parallel driver's, a worker of a split row (split and pair), else 0; compiled, or
-        loaded from the cache, at its first call (``planned.job_callback``)."""
-        kind = _TASK_CALLBACKS.get(path)
-        if kind is None:
-            return 0
-        address = self._tasks.get(kind)
+        loaded from the cache, at its first call (``planned.task_callback``)."""
+        address = self._tasks.get(path)
         if address is None:
-            address = self._tasks[kind] = job_callback(kind, self.weights)
+            address = self._tasks[path] = task_callback(path, self.weights)
         return address
 
     def savings(self):

@@ -15,7 +15,9 @@ SPECIALISED = {"_panels_in_tiles"}
 
 
 def _unliteral(signature):
-    return tuple(types.unliteral(t) for t in signature)
+    """The signature with its integer literals as int64 (a literal bool is a switch that a kernel is
+    compiled for on purpose: ``layout.pack_panel`` packs, or compares with what it would pack)."""
+    return tuple(types.unliteral(t) if isinstance(t, types.IntegerLiteral) else t for t in signature)
 
 
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="nothing compiles")

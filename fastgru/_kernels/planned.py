@@ -180,6 +180,18 @@ def job_callback(path, weights):
     return _JOBS.address((path, weights_key(weights)))
 
 
+#: The kind of callback that runs one task of each path's driver: a block of the parallel
+#: driver's rows ('serial' runs it), a worker of a split row ('part'). The serial driver has none.
+TASKS = {"parallel": "serial", "split": "part", "pair": "part"}
+
+
+def task_callback(path, weights):
+    """The address of the callback that runs a task of ``path``'s driver (``TASKS``) on a job whose
+    weights are ``weights``, or 0 when the path has no tasks."""
+    kind = TASKS.get(path)
+    return 0 if kind is None else job_callback(kind, weights)
+
+
 @kernel(inline=True)  # compiled on its own, it took a specialisation per rank and k: 12 of them
 def _differs(shape, job, k):
     """Whether ``shape`` (an array's) is not the k-th of the job's shapes."""

@@ -6,6 +6,7 @@ element of C receives c = fma(a[k], w[k], c) for k = 0, 1, ... whatever the tile
 number of rows and the thread that runs them never change a result's bits.
 """
 
+import numpy as np
 from numba.extending import overload
 
 from .._config import JIT_OPTIONS, kernel
@@ -58,6 +59,17 @@ def product(c, c0, ldc, a, a0, rows, panels, base, p0, p1, k_len, nr):
     else:
         p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_2, PANELS_2)
         _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_2, 1)
+
+
+@kernel()
+def product_row(c, c0, a, a0, panels, base, p0, p1, k_len, nr):
+    """``product`` of one row (a split row's): C's row at c0 in ``c``, A's at a0 in ``a``. A kernel
+    of its own, so that the one-row tile is all its body, as ``product`` called with literal
+    ``rows`` and ``ldc`` would be compiled once more for them."""
+    stride = panel_size(k_len, nr, panels)
+    ldc = np.int64(0)  # one row: no row after it
+    p = _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p0, p0, p1, stride, k_len, nr, ROWS_2, PANELS_2)
+    _panels_in_tiles(c, c0, ldc, a, a0, panels, base, p, p0, p1, stride, k_len, nr, ROWS_2, 1)
 
 
 @kernel()

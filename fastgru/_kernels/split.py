@@ -31,7 +31,7 @@ from .callbacks import call_job
 from .jobs import JOB, JOB_SIZE, write_job
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
-from .products import product, project
+from .products import product_row, project
 from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
 
 _TASK, _CALLBACK = JOB["task"], JOB["callback"]
@@ -102,20 +102,9 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         u0, u1 = q0 * nr, q1 * nr
         for g in range(3):
             begin_gates(work, o.c, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
-            product(
-                work,
-                o.c + g * n_hidden + u0,
-                np.int64(0),
-                work,
-                cur,
-                np.int64(1),
-                weights,
-                r_base,
-                g * per_gate + q0,
-                g * per_gate + q1,
-                n_hidden,
-                nr,
-            )
+            product_row(
+                work, o.c + g * n_hidden + u0, work, cur, weights, r_base, g * per_gate + q0, g * per_gate + q1,
+                n_hidden, nr)  # fmt: skip
         for g in range(2):
             activate_gates(work, o.c + g * n_hidden + u0, o.c + g * n_hidden + u1, clip_at, c.f_code)
     elif phase == 0:
@@ -123,7 +112,7 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         q0, q1 = half * total // 2, (half + 1) * total // 2
         c0, c1 = q0 * nr, q1 * nr
         begin_gates(work, o.c, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
-        product(work, o.c + c0, np.int64(0), work, cur, np.int64(1), weights, r_base, q0, q1, n_hidden, nr)
+        product_row(work, o.c + c0, work, cur, weights, r_base, q0, q1, n_hidden, nr)
         c1 = min(c1, 2 * n_hidden)
         activate_gates(work, o.c + c0, o.c + c1, clip_at, c.f_code)
         if not c.lbr:
@@ -137,8 +126,7 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
     else:
         first = p.p2 * nr
         begin_candidate(work, o.c2, xo, n_hidden, first, q0 * nr, q1 * nr)
-        c0 = o.c2 + q0 * nr - first
-        product(work, c0, np.int64(0), work, o.rh, np.int64(1), weights, r_base, q0, q1, n_hidden, nr)
+        product_row(work, o.c2 + q0 * nr - first, work, o.rh, weights, r_base, q0, q1, n_hidden, nr)
         hg = o.c2 + 2 * n_hidden - first
     activate_gates(work, hg + u0, hg + u1, clip_at, c.g_code)
     score = load(att, t) if att.size > 0 else work.dtype.type(0)
