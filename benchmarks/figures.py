@@ -969,3 +969,63 @@ figure(
     "0.958",
     "1.159",
 )
+
+# Literal arguments (issue 23): benchmarks/tuning.md, "Literal arguments: one compilation per constant"
+BREAKDOWN_LITERALS = "benchmarks/compile_breakdown_results_literals.md"
+COLD_LITERALS = "benchmarks/cold_ab_results_literals.md"
+AB_LITERALS, AB_LITERALS_AVX2 = "benchmarks/ab_results_literals.md", "benchmarks/ab_results_literals_avx2code.md"
+for row in (
+    "| float32 serial | 11.02 | 9.76 |",
+    "| float32 pair | 9.16 | 7.84 |",
+    "| float32 plans | 3.32 | 2.84 |",
+    "| float32 function calls | 3.24 | 2.12 |",
+    "| all | 30.80 | 26.62 |",
+    "| of which LLVM | 16.50 | 14.62 |",
+    "| specialisations compiled | 105 | 83 |",
+):
+    figure(TUNING, row, BREAKDOWN_LITERALS, *[f.strip(" |") for f in row.split(" | ")[1:3]])
+figure(
+    TUNING,
+    "`warmup()` 32.6 -> 26.1 s (0.800), the first `gru_sequence` call 12.2 -> 9.9 s (0.814), three calls of a "
+    "one-row GRUCell h256 27.6 -> 22.2 s (0.803); the first function call of one row 6.0 -> 6.3 s (1.049",
+    COLD_LITERALS,
+    "32.6",
+    "26.1",
+    "0.800",
+    "12.2",
+    "9.9",
+    "0.814",
+    "27.6",
+    "22.2",
+    "0.803",
+    "6.0",
+    "6.3",
+    "1.049",
+)
+figure(TUNING, "Nearly the same code (923f987) took 37.5 s for `warmup()` a few hours earlier", COLD_CALLBACKS, "37.5")
+figure(TUNING, "inside its processes' spread, 5.38-6.84 s", COLD_LITERALS, "5.38", "6.84")
+figure(TUNING, "the breakdown's function-call step went 3.24 -> 2.12 s", BREAKDOWN_LITERALS, "3.24", "2.12")
+figure(TUNING, "from 0.779 to 1.132 with avx512 code", AB_LITERALS, "0.779", "1.132")
+figure(TUNING, "from 0.880 to 1.118 with AVX2 code", AB_LITERALS_AVX2, "0.880", "1.118")
+figure(TUNING, "augru b128's interval is 0.700-1.441", AB_LITERALS, "0.700", "1.441")
+figure(TUNING, "(h128 lbr1 1.118, h256 1.088)", AB_LITERALS_AVX2, "1.118", "1.088")
+figure(
+    CHANGELOG,
+    "`warmup()` 32.6 -> 26.1 s, the first `gru_sequence` call 12.2 -> 9.9 s.",
+    COLD_LITERALS,
+    "32.6",
+    "26.1",
+    "12.2",
+    "9.9",
+)
+figure(
+    TUNING,
+    "h128 lbr1 0.956 (0.883-1.062), h256 1.053 (0.875-1.170)",
+    "benchmarks/ab_results_literals_avx2code_rows.md",
+    "0.956",
+    "0.883",
+    "1.062",
+    "1.053",
+    "0.875",
+    "1.170",
+)
