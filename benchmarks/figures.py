@@ -66,14 +66,14 @@ figure(
 )
 figure(README, "and 160 s with the stack tests added", AARCH64_CI, "160")
 # Start-up (benchmarks/cold_start.py)
-figure(README, "(17 s for a first float32 `gru_sequence` on a 2-core AVX2 test machine", COLD, "17")
+figure(README, "(12 s for a first float32 `gru_sequence` on a 2-core AVX-512 test machine", COLD, "12")
 figure(
     README,
-    "about 17 s for a first float32 `gru_sequence` and 103 s for every path of both dtypes (medians on a 2-core "
-    "AVX2 machine",
+    "about 12 s for a first float32 `gru_sequence` and 51 s for every path of both dtypes (medians on a 2-core "
+    "AVX-512 machine",
     COLD,
-    "17",
-    "103",
+    "12",
+    "51",
 )
 # PyTorch models (benchmarks/torch_model.py: results and --breakdown, default and GOMP_SPINCOUNT=10000)
 figure(
@@ -331,7 +331,7 @@ figure(README, "per-stream calls stay between 36,632 and 45,967 steps per second
 figure(
     CHANGELOG,
     "17 s for a first float32 call, 103 s for every kernel path, from an empty cache",
-    COLD,
+    "benchmarks/cold_start_results_2026-11-25_zen3.md",
     "17",
     "103",
 )
