@@ -2,7 +2,7 @@
 the prepared cell of the same weights.
 
     python benchmarks/direct_calls.py [--rounds 9] [--md PATH]
-    NUMBA_CPU_NAME=haswell FASTGRU_ISA=avx2 python benchmarks/direct_calls.py   # AVX2 code
+    NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES="" FASTGRU_ISA=avx2 python benchmarks/direct_calls.py   # AVX2 code
 
 ``fastgru.gru_cell(x, h, W, R, B)`` at batch 1, float32, inputs = H, the same arrays at every call,
 and the prepared ``fastgru.GRUCell(W, R, B)(x, h, out=h)`` in its default path, in alternating

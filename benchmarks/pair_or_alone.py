@@ -1,7 +1,7 @@
 """One row with the partner thread or alone: the measurement behind PAIR_FROM_HIDDEN and PAIR_FROM_FLOPS.
 
     python benchmarks/pair_or_alone.py [--rounds 9] [--md PATH]
-    NUMBA_CPU_NAME=haswell FASTGRU_ISA=avx2 python benchmarks/pair_or_alone.py   # AVX2 code
+    NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES="" FASTGRU_ISA=avx2 python benchmarks/pair_or_alone.py   # AVX2 code
 
 Batch-1 calls back to back, float32, prepared ops with ``out=``: GRUCell (one step) and
 GRUSequence (S steps) of I inputs and H units. Each shape runs both ways in alternating rounds of

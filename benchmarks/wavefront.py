@@ -2,7 +2,7 @@
 layer takes without it (the split of each row with the partner thread, or one thread).
 
     python benchmarks/wavefront.py [--rounds 7] [--md PATH]
-    NUMBA_CPU_NAME=haswell FASTGRU_ISA=avx2 python benchmarks/wavefront.py   # AVX2 code
+    NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES="" FASTGRU_ISA=avx2 python benchmarks/wavefront.py   # AVX2 code
 
 ``fastgru.GRUStack`` of L layers, input 128, batch 1, 100 steps, float32, called as a user calls
 it, in alternating rounds in one process: "wave" with ``_tuning.WAVE_MAX_BYTES`` unbounded, so
