@@ -616,7 +616,8 @@ figure(
 figure(
     README,
     "The one-row function call at hidden size 256 takes 5.76x the prepared cell's time in "
-    "`benchmarks/direct_calls_results_avx512.md` (6.53x with AVX2 code",
+    "`benchmarks/direct_calls_results_avx512.md` (6.53x with the avx2 geometry compiled with that host's AVX-512 "
+    "features",
     ["benchmarks/direct_calls_results_avx512.md", "benchmarks/direct_calls_results_avx2code.md"],
     "5.76",
     "6.53",
