@@ -78,14 +78,13 @@ def main(argv=None):
         low, high = ratio_interval(times["old"], times["new"])
         lines.append(f"| {shape} | {old:,.1f} | {new:,.1f} | {new / old:.3f} | {low:.3f}-{high:.3f} |")
         print(lines[-1], flush=True)
-    from conftest import machine_info
+    from conftest import compiled_line
 
-    machine = machine_info()
     lines += [
         "",
         f"old: {args.old}; new: {args.new}. Prepared op with out=, 2 threads, medians of {args.pairs} processes "
         f"each ({args.seconds} s of calls after a warm-up), alternating, after one untimed process each; "
-        f"the interval by bootstrap over the processes' medians; {machine['cpu']} ({machine['isa']}); "
+        f"the interval by bootstrap over the processes' medians; {compiled_line()}; "
         f"{time.strftime('%Y-%m-%d')}.",
         "",
     ]

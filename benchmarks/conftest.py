@@ -63,13 +63,22 @@ def kernel_geometry():
     from fastgru import _isa
 
     g = _isa.GEOMETRY
-    return {"geometry": g.name, "float32_tiles": g.float32_tiles(), "compiled_for": _isa.TARGET_CPU}
+    return {
+        "geometry": g.name,
+        "float32_tiles": g.float32_tiles(),
+        "compiled_for": _isa.TARGET_CPU,
+        # NUMBA_CPU_NAME alone keeps the host's features: the name does not say what the code may use
+        "compiled_features": "+".join(sorted(_isa.TARGET_FEATURES)),
+    }
 
 
 def compiled_line():
-    """The start of a results line: "<CPU model>, geometry <name> compiled for <LLVM CPU>"."""
+    """The start of a results line: "<CPU model>, geometry <name> compiled for <LLVM CPU> (<features>)"."""
     kernels = kernel_geometry()
-    return f"{_cpu_model()}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']}"
+    return (
+        f"{_cpu_model()}, geometry {kernels['geometry']} compiled for {kernels['compiled_for']} "
+        f"({kernels['compiled_features']})"
+    )
 
 
 def _cpu_model():
