@@ -151,7 +151,8 @@ def kernel(*, exact=False, parallel=False, inline=False, signature=None, callbac
     Numba types the constant as a literal, and each literal is a specialisation of its own, with
     its own LLVM pass in every caller. Kernels therefore pass constants as ``np.int64(k)``, unless
     the callee is meant to be specialised on them (``products._panels_in_tiles``: its tile's rows
-    and panels); tests/test_specialisations.py checks that no other kernel gets a literal.
+    and panels); tests/test_specialisations.py checks that no kernel is compiled twice for the
+    same types but literals, the tile loop's other arguments included.
     """
     options = {**(JIT_EXACT if exact else JIT_OPTIONS), "parallel": parallel}
     if inline:
