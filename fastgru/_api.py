@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from ._dispatch import Unpacked
+from ._dispatch import DirectPlan, Unpacked
 from ._docs import shared_docs
 from ._packs import packed_weights
-from ._validate import DEFAULT, Attributes, augru_layout, validate
+from ._validate import DEFAULT, Attributes, attributes_key, augru_layout, validate
 
 
 @shared_docs
@@ -64,14 +64,24 @@ def gru_cell(
     >>> fastgru.gru_cell(X, H, W, R).shape
     (2, 4)
     """
-    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, W=W, R=R, **({} if B is None else {"B": B}))
-    spec = validate(
-        "gru_cell",
-        "cell",
-        arrays,
-        Attributes(hidden_size, "forward", activations, activations_alpha, activations_beta, clip, linear_before_reset),
+    attributes = (
+        hidden_size,
+        DEFAULT.direction,
+        activations,
+        activations_alpha,
+        activations_beta,
+        clip,
+        linear_before_reset,
     )
-    return _run(spec, arrays)[0]
+    key = _key("gru_cell", X, W, R, attributes)
+    plan = _seen.get(key)
+    if plan is not None:
+        results = plan(X, initial_hidden_state, None, W, R, B, None)
+        if results is not None:
+            return results[0]
+    arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, W=W, R=R, **({} if B is None else {"B": B}))
+    spec = validate("gru_cell", "cell", arrays, Attributes(*attributes))
+    return _run(spec, arrays, key, (X, initial_hidden_state, None, W, R, B, None))[0]
 
 
 @shared_docs
@@ -138,14 +148,16 @@ def gru_sequence(
     >>> bool(np.all(Y[1, :, 3:] == 0))
     True
     """
+    attributes = hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset
+    key = _key("gru_sequence", X, W, R, attributes)
+    plan = _seen.get(key)
+    if plan is not None:
+        results = plan(X, initial_hidden_state, sequence_lengths, W, R, B, None)
+        if results is not None:
+            return results
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R, B=B)
-    spec = validate(
-        "gru_sequence",
-        "sequence",
-        arrays,
-        Attributes(hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset),
-    )
-    return _run(spec, arrays)
+    spec = validate("gru_sequence", "sequence", arrays, Attributes(*attributes))
+    return _run(spec, arrays, key, (X, initial_hidden_state, sequence_lengths, W, R, B, None))
 
 
 @shared_docs
@@ -203,21 +215,44 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     >>> Y.shape, Ho.shape
     ((2, 5, 4), (2, 4))
     """
+    key = _key("augru_sequence", X, W, R, (hidden_size,))
+    plan = _seen.get(key)
+    if plan is not None:
+        results = plan(X, initial_hidden_state, sequence_lengths, W, R, B, A)
+        if results is not None:
+            return results
     arrays = _arrays(
         X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R, B=B, A=A
     )
     layout = augru_layout("augru_sequence", "initial_hidden_state", arrays["initial_hidden_state"])
     spec = validate("augru_sequence", layout, arrays, Attributes(hidden_size))
-    return _run(spec, arrays)
+    return _run(spec, arrays, key, (X, initial_hidden_state, sequence_lengths, W, R, B, A))
 
 
 #: Unpacked templates by spec (a serving loop's calls share one).
 _templates = {}
 
+#: The short paths of one-row, one-step calls seen before (``DirectPlan``), by ``_key``.
+_seen = {}
 
-def _run(spec, arrays):
+
+def _key(op, X, W, R, attributes):
+    """What a call's short path is found by: the op, the shapes of X, W and R, and the attributes
+    (the first fields of ``Attributes``, as ``attributes_key`` types them: an attribute equal to an
+    accepted one but of another type, ``clip=True`` beside ``clip=1``, is checked in full). None
+    (no short path) when X, W or R has no shape or an attribute cannot be hashed."""
+    shapes = getattr(X, "shape", None), getattr(W, "shape", None), getattr(R, "shape", None)
+    values = attributes_key(attributes)
+    if None in shapes or values is None:
+        return None
+    return op, shapes, values
+
+
+def _run(spec, arrays, key=None, given=None):
     """Compute from the caller's weights as they are for a call of one row and one step
-    (``Unpacked``), else with the weights packed (``_packs``: kept while they are unchanged)."""
+    (``Unpacked``; the next such calls with the same ``key`` take its ``DirectPlan``, made from the
+    caller's ``given`` arrays), else with the weights packed (``_packs``: kept while they are
+    unchanged)."""
     X = arrays["X"]
     if X.shape[0] == 1 and (spec.layout == "cell" or X.shape[1] == 1):
         template = _templates.get(spec)
@@ -225,6 +260,12 @@ def _run(spec, arrays):
             if len(_templates) >= 64:
                 _templates.clear()
             template = _templates[spec] = Unpacked(spec)
+        if key is not None:
+            plan = DirectPlan.of(template, *given)
+            if plan is not None:
+                if len(_seen) >= 64:
+                    _seen.clear()
+                _seen[key] = plan
         packed = template.with_weights(arrays["W"], arrays["R"], arrays.get("B"))
     else:
         packed = packed_weights(spec, arrays["W"], arrays["R"], arrays.get("B"))

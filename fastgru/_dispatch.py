@@ -21,6 +21,8 @@ from ._kernels.memory import aligned
 from ._kernels.planned import task_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
+#: The sequence lengths' dtypes a DirectPlan takes (others: the full path converts them).
+_LENGTHS = (np.dtype(np.int32), _I64)
 
 #: The kernels' state_rows when batch row b has state row b.
 NO_ROWS = np.zeros(0, dtype=_I64)
@@ -250,8 +252,99 @@ class Unpacked(Packed):
     def _run_kernel(self, n, s, arrays):
         X, h0, lengths, _, att, y, ho = arrays
         work, _ = _scratch.work(self._floats, 0, self.compute_dtype)
-        key = "direct", n, s
-        call = self.memo.get(key)
+        run_direct(X, h0, lengths, att, y, ho, *self.weights, self._direct_call(), self.clip, work)
+
+    def _direct_call(self):
+        call = self.memo.get("direct")
         if call is None:
-            call = self.remember(key, self.call(n, s, 0, None, 0))
-        run_direct(X, h0, lengths, att, y, ho, *self.weights, call, self.clip, work)
+            call = self.remember("direct", self.call(1, 1, 0, None, 0))
+        return call
+
+
+class DirectPlan:
+    """The short path of the function API's calls of one row and one step that look like one that
+    passed the full checks (same op, attributes and shapes of X, W and R: the caller's key): each
+    array's type, dtype, layout and shape compared with that call's, the sequence length with
+    [0, 1], then ``run_direct``. Returns the results, or None when anything differs and nothing was
+    written: the caller then runs the full checks, which say what is wrong.
+
+    Made only for arrays the kernels take as they are (T1 float32 or float64, C-contiguous, aligned
+    and writeable): the plan passes them on without a copy, as ``Unpacked`` would."""
+
+    __slots__ = "dtype", "shapes", "views", "result_shapes", "lengths", "no_att", "no_bias", "call", "clip", "floats"
+
+    def __init__(self, template, X, h0, lengths, W, R, B, A):
+        d, h = template.n_dirs, template.n_hidden
+        self.dtype = template.compute_dtype
+        #: X, h0, W, R, B (None: zero), sequence_lengths (None: the cell's), A (None: a GRU).
+        self.shapes = tuple(None if a is None else a.shape for a in (X, h0, W, R, B, lengths, A))
+        self.result_shapes = template.result_shapes(1, 1)
+        #: What makes X, h0, W, R, B, Y and Ho the views run_direct takes, (1, 1, I), (1, D, H),
+        #: (D, 3H, I), (D, 3H, H), (D, 3H or 4H), (1, D, 1, H) and (1, D, H): axes of length one in
+        #: front of the op's shapes (an index, cheaper than a reshape), or none.
+        ranks = 3, 3, 3, 3, 2, 4, 3
+        given = [X.ndim, h0.ndim, W.ndim, R.ndim, 1 if B is None else B.ndim]
+        given += [len(shape) for shape in (self.result_shapes[0], self.result_shapes[-1])]
+        self.views = tuple((None,) * (rank - ndim) for rank, ndim in zip(ranks, given))
+        self.lengths = template._ones_for(1)  # the cell's: one step; only read
+        self.no_att = template._no_att
+        self.call, self.clip, self.floats = template._direct_call(), template.clip, template._floats
+        self.no_bias = np.zeros((d, 3 * h), dtype=self.dtype) if B is None else None  # packing_inputs' zeros
+
+    @classmethod
+    def of(cls, template, X, h0, lengths, W, R, B, A):
+        """The plan of a call that passed the full checks (its arrays as the caller gave them), or
+        None when they are not ones the kernels take as they are."""
+        if template.spec.dtype is not template.compute_dtype:
+            return None
+        arrays = [a for a in (X, h0, lengths, W, R, B, A) if a is not None]
+        if not all(type(a) is np.ndarray and a.flags.carray for a in arrays):
+            return None
+        if any(a.dtype is not template.compute_dtype for a in (X, h0, W, R, B, A) if a is not None):
+            return None
+        return cls(template, X, h0, lengths, W, R, B, A)
+
+    def __call__(self, X, h0, lengths, W, R, B, A):
+        """The results ((Ho,) for the cell, else (Y, Ho)), or None: see the class."""
+        dt = self.dtype
+        x_shape, h_shape, w_shape, r_shape, b_shape, n_shape, a_shape = self.shapes
+        if not (_fits(X, x_shape, dt) and _fits(h0, h_shape, dt) and _fits(W, w_shape, dt) and _fits(R, r_shape, dt)):
+            return None
+        if b_shape is None:
+            if B is not None:
+                return None
+            B = self.no_bias
+        elif not _fits(B, b_shape, dt):
+            return None
+        if n_shape is None:
+            if lengths is not None:
+                return None
+            lengths = self.lengths
+        elif (
+            type(lengths) is np.ndarray
+            and lengths.dtype in _LENGTHS
+            and lengths.shape == n_shape
+            and 0 <= lengths[0] <= 1
+        ):
+            lengths = _scratch.lengths(lengths, 1, 1)
+        else:
+            return None
+        if a_shape is None:
+            if A is not None:
+                return None
+            att = self.no_att
+        elif _fits(A, a_shape, dt):
+            att = A.reshape(1, 1)  # (N, S, 1)
+        else:
+            return None
+        x, h, w, r, b, y, ho = self.views
+        results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
+        work, _ = _scratch.work(self.floats, 0, dt)
+        X, h0, W, R, B = X[x], h0[h], W[w], R[r], B[b]
+        run_direct(X, h0, lengths, att, results[0][y], results[-1][ho], W, R, B, self.call, self.clip, work)
+        return results
+
+
+def _fits(a, shape, dtype):
+    """Whether ``a`` is an ndarray of this shape and dtype that the kernels take as it is."""
+    return type(a) is np.ndarray and a.dtype is dtype and a.shape == shape and a.flags.carray

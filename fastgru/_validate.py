@@ -7,6 +7,7 @@ frozen :class:`Spec` that the dispatch layer trusts.
 
 import math
 import numbers
+import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -385,15 +386,34 @@ _SPECS_KEPT = 256
 
 def _spec_key(op, layout, arrays, attributes):
     """What a call's validity depends on, apart from the values of sequence_lengths: op, layout,
-    each input's name, shape and dtype (byte order included), and each attribute with its type
-    (so that 1.0 is not taken for a valid True). None when an attribute cannot be hashed."""
-    shapes = tuple([(name, a.shape, a.dtype) for name, a in arrays.items()])
-    values = tuple([(type(v), tuple(v) if type(v) is list else v) for v in attributes])
+    each input's name, shape and dtype (byte order included), and the attributes
+    (``attributes_key``). None when an attribute cannot be hashed."""
+    values = attributes_key(attributes)
+    if values is None:
+        return None
+    return op, layout, tuple([(name, a.shape, a.dtype) for name, a in arrays.items()]), values
+
+
+def attributes_key(attributes):
+    """Attributes (an Attributes, or its first fields) as a key that only attributes accepted alike
+    share: each with its type, a list or tuple as the tuple of its items with theirs (so that
+    neither 1.0 nor [1.0] is taken for a valid True or [True]), a list as it is now; () for the
+    defaults themselves. None when an attribute cannot be hashed (an array)."""
+    if all(map(operator.is_, attributes, DEFAULT)):
+        return ()
+    typed = []
+    for value in attributes:
+        kind = type(value)
+        if kind is tuple or kind is list:
+            value = tuple(value)
+            kind = kind, tuple(map(type, value))
+        typed += value, kind
+    typed = tuple(typed)
     try:
-        hash(values)
+        hash(typed)
     except TypeError:
         return None
-    return op, layout, shapes, values
+    return typed
 
 
 def fits(spec, X, h0, lengths, A):

@@ -8,7 +8,7 @@ import pytest
 from conftest import make_case
 
 import fastgru
-from fastgru import _dispatch, _packs
+from fastgru import _api, _dispatch, _packs
 
 #: (input_size, hidden_size): tiny, ragged against every geometry's lanes and panels, and more rows
 #: of k than the driver packs at a time (K_ROWS), with a ragged last run.
@@ -42,6 +42,21 @@ def direct_calls(monkeypatch):
         return original(*args)
 
     monkeypatch.setattr(_dispatch, "run_direct", counted)
+    return count
+
+
+@pytest.fixture
+def full_checks(monkeypatch):
+    """How many function calls ran the full checks (``_api.validate``); no short path kept before."""
+    count = []
+    original = _api.validate
+
+    def counted(*args):
+        count.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(_api, "validate", counted)
+    monkeypatch.setattr(_api, "_seen", {})
     return count
 
 
@@ -113,3 +128,111 @@ def test_non_contiguous_weights_are_read_as_their_values(rng):
     inputs["W"] = np.asfortranarray(inputs["W"])
     inputs["R"] = np.concatenate([inputs["R"], inputs["R"]], axis=1)[:, :24]  # strided rows
     assert_same_bits(fastgru.gru_cell(**inputs), want)
+
+
+def one_row(rng, op, options, dtype=np.float32, size=(17, 33)):
+    """A call of one row and one step: new arrays and values at each call, the same shapes."""
+    return make_case(rng, op=op, batch=1, seq_len=1, input_size=size[0], hidden_size=size[1], dtype=dtype, **options)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op, options", CASES)
+def test_repeated_calls_take_the_short_path_with_the_same_bits(rng, full_checks, direct_calls, op, options, dtype):
+    case = one_row(rng, op, options, dtype)
+    assert_same_bits(function_result(op, case.inputs, case.attrs), prepared_result(op, case.inputs, case.attrs))
+    for _ in range(3):
+        case = one_row(rng, op, options, dtype)
+        before = {name: a.copy() for name, a in case.inputs.items()}
+        got = function_result(op, case.inputs, case.attrs)
+        assert_same_bits(got, prepared_result(op, case.inputs, case.attrs))
+        for name, a in case.inputs.items():
+            np.testing.assert_array_equal(a, before[name])  # only read
+    assert len(full_checks) == 1  # the first call's
+    assert len(direct_calls) == 4
+
+
+def _bad(name, value):
+    def change(inputs, attrs):
+        if name in inputs:
+            inputs[name] = value(inputs[name]) if callable(value) else value
+        else:
+            attrs[name] = value
+
+    return change
+
+
+#: Calls that differ from a short path's in one input or attribute, and that the full checks refuse.
+REFUSED = [
+    ("gru_cell", {}, _bad("initial_hidden_state", lambda h: h[:, :-1])),
+    ("gru_cell", {}, _bad("X", lambda x: x.astype(np.float64))),
+    ("gru_cell", {}, _bad("B", lambda b: b[:-1])),
+    ("gru_cell", {"clip": 1}, _bad("clip", True)),
+    ("gru_cell", {"activations_alpha": [1.0]}, _bad("activations_alpha", [True])),
+    ("gru_cell", {"call_attrs": {"hidden_size": 33}}, _bad("hidden_size", 33.0)),
+    ("gru_cell", {}, _bad("linear_before_reset", 2)),
+    ("gru_sequence", {"lengths": [1]}, _bad("sequence_lengths", np.array([2]))),
+    ("gru_sequence", {"lengths": [1]}, _bad("sequence_lengths", np.array([-1], np.int32))),
+    ("gru_sequence", {"lengths": [1]}, _bad("sequence_lengths", np.array([1.0]))),
+    ("gru_sequence", {"direction": "bidirectional"}, _bad("initial_hidden_state", lambda h: h[:, :1])),
+    ("augru_sequence", {}, _bad("A", lambda a: a[:, :, 0])),
+    ("augru_sequence", {}, _bad("A", lambda a: a.astype(np.float64))),
+]
+
+
+@pytest.mark.parametrize("op, options, change", REFUSED)
+def test_calls_unlike_the_short_paths_get_the_full_checks_errors(rng, full_checks, op, options, change):
+    options = dict(options)
+    call_attrs = options.pop("call_attrs", {})  # attributes make_case does not take
+
+    def call(refuse):
+        case = one_row(rng, op, options)
+        inputs, attrs = dict(case.inputs), {**case.attrs, **call_attrs}
+        if not refuse:
+            return function_result(op, inputs, attrs)
+        change(inputs, attrs)
+        with pytest.raises((TypeError, ValueError)) as error:
+            function_result(op, inputs, attrs)
+        return error.type, str(error.value)
+
+    want = call(refuse=True)  # no short path yet: the full checks
+    call(refuse=False)  # leaves one
+    assert call(refuse=True) == want
+    assert len(full_checks) == 3
+
+
+#: Arrays that the kernels do not take as they are: the full path converts them.
+CONVERTED = [
+    ("W", lambda w: np.asfortranarray(w)),
+    ("R", lambda r: np.concatenate([r, r], axis=1)[:, : r.shape[1]]),
+    ("B", lambda b: _read_only(b)),
+    ("X", lambda x: x.view(_Subclass)),
+    ("initial_hidden_state", lambda h: h.astype(">f4")),
+]
+
+
+class _Subclass(np.ndarray):
+    pass
+
+
+def _read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("name, convert", CONVERTED, ids=[name for name, _ in CONVERTED])
+def test_arrays_unlike_the_short_paths_are_converted_as_before(rng, full_checks, name, convert):
+    case = one_row(rng, "gru_cell", {})
+    fastgru.gru_cell(**case.inputs)  # leaves a short path
+    inputs = dict(case.inputs)
+    inputs[name] = convert(inputs[name])
+    assert_same_bits(fastgru.gru_cell(**inputs), fastgru.gru_cell(**case.inputs))
+    assert len(full_checks) == 2  # the first call's and the converted one's
+
+
+def test_a_sequence_length_of_another_integer_type_is_read_as_its_value(rng, full_checks):
+    case = one_row(rng, "gru_sequence", {"lengths": [1]})
+    want = fastgru.gru_sequence(**case.inputs)
+    for lengths in (np.array([1], np.int32), np.array([1], np.int16), [1]):
+        assert_same_bits(fastgru.gru_sequence(**{**case.inputs, "sequence_lengths": lengths}), want)
+    assert len(full_checks) == 3  # the first call, int16 and the list

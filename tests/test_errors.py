@@ -147,6 +147,14 @@ def test_activations_alpha_beta_take_at_most_two_floats(name):
     _raises(_sequence(**{name: 1.0}), FastGRUError, f"gru_sequence: {name} is 1.0", "expected a list")
 
 
+def test_an_accepted_list_does_not_vouch_for_an_equal_one_of_other_types():
+    _sequence(activations_alpha=[1.0])()  # accepted, and remembered
+    _raises(_sequence(activations_alpha=[True]), FastGRUError, "activations_alpha[0] is True", "expected a float")
+    W, R = np.zeros((3 * H, I), f32), np.zeros((3 * H, H), f32)
+    fastgru.GRUCell(W, R, activations_beta=(2.0,))
+    _raises(lambda: fastgru.GRUCell(W, R, activations_beta=(True,)), FastGRUError, "activations_beta[0] is True")
+
+
 @pytest.mark.parametrize("value", [-1.0, math.nan, -math.inf, "3", None])
 def test_clip_must_be_a_non_negative_number(value):
     _raises(_sequence(clip=value), FastGRUError, f"gru_sequence: clip is {value!r}", "expected a number >= 0")
