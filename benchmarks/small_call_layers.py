@@ -10,9 +10,14 @@ Two tables, float32, one thread's view, warm, medians of interleaved rounds:
    an error instead of a compilation.
 2. GRUCell i4 h4 (batch 1) ``cell(x, h, out=h)``, from the public call down: the prepared op's
    call, its plan (``_plan.Plan``), the planned kernel (``run_planned``), and the full path's layers
-   beside them (``Packed.compute``, ``_paths.run``, the serial kernel with its 12 arguments).
+   beside them (``Packed.compute``, ``_paths.run``, the serial kernel with its 14 arguments).
 3. GRUCell i256 h256 (batch 1): ``cell(x, h, out=h)``, and the kernel call of each path a one-row
    cell can take (``_paths.run`` forced to 'serial' and to 'pair'), no other library in the process.
+4. The function API's one-row call ``fastgru.gru_cell(x, h, W, R)`` i4 h4, the same arrays again:
+   the call, its short path (``_dispatch.DirectPlan``, where the checkout has it), and the full
+   path's layers (the checks, ``Unpacked.compute``, the kernel ``run_direct`` with its 12 arguments).
+
+    PYTHONPATH=/path/to/other/checkout python benchmarks/small_call_layers.py   # another checkout's layers
 """
 
 import argparse
@@ -125,8 +130,8 @@ def layer_cases():
         **planned,
         "the full path: Packed.compute": lambda: packed.compute(x, state, None, None, (state,)),
         "the full path: _paths.run": lambda: _paths.run(packed, None, 1, 1, arrays, None, 0),
-        "the serial kernel, 12 arguments (run_serial)": lambda: run_serial(
-            *arrays, packed.weights, call, packed.clip, work, iwork
+        "the serial kernel, 14 arguments (run_serial)": lambda: run_serial(
+            *arrays, packed.weights, call, packed.clip, work, iwork, 0, 0
         ),
     }
 
@@ -159,6 +164,39 @@ def cell256_cases():
     }
 
 
+def function_cases():
+    from fastgru import _api, _dispatch
+
+    rng = np.random.default_rng(0)
+    i = h = 4
+    W, R = (rng.uniform(-0.5, 0.5, (3 * h, k)).astype(np.float32) for k in (i, h))
+    x, state = rng.standard_normal((1, i)).astype(np.float32), np.zeros((1, h), np.float32)
+    kernel_args = []
+    run_direct = _dispatch.run_direct
+    _dispatch.run_direct = lambda *args: kernel_args.append(args) or run_direct(*args)
+    try:
+        fastgru.gru_cell(x, state, W, R)  # leaves its short path, where the checkout has one
+    finally:
+        _dispatch.run_direct = run_direct
+    arrays = {"X": x, "initial_hidden_state": state, "W": W, "R": R}
+    spec = _api.validate("gru_cell", "cell", arrays)
+    unpacked = _dispatch.Unpacked(spec).with_weights(W, R, None)
+    seen = getattr(_api, "_seen", {})  # empty: a checkout from before the short path
+    short = {}
+    if seen:
+        (plan,) = seen.values()
+        short = {"its short path (_dispatch.DirectPlan)": lambda: plan(x, state, None, W, R, None, None)}
+    return {
+        "fastgru.gru_cell(x, h, W, R)": lambda: fastgru.gru_cell(x, state, W, R),
+        **short,
+        "the full checks (_api._arrays, validate)": lambda: _api.validate(
+            "gru_cell", "cell", _api._arrays(X=x, initial_hidden_state=state, W=W, R=R)
+        ),
+        "the full path's compute (Unpacked.compute)": lambda: unpacked.compute(x, state, None),
+        "the kernel, 12 arguments (run_direct)": lambda: run_direct(*kernel_args[0]),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -175,6 +213,10 @@ def main(argv=None):
     lines += ["", "| GRUCell i256 h256, batch 1, float32 | µs |", "|---|---|"]
     lines += [
         f"| {name} | {ns / 1000:,.2f} |" for name, ns in _table(cell256_cases(), args.rounds, args.calls // 40).items()
+    ]
+    lines += ["", "| fastgru.gru_cell(x, h, W, R) i4 h4, batch 1, float32: layer | µs |", "|---|---|"]
+    lines += [
+        f"| {name} | {ns / 1000:,.2f} |" for name, ns in _table(function_cases(), args.rounds, args.calls // 4).items()
     ]
     lines += [
         "",
