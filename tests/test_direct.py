@@ -31,33 +31,30 @@ def function_result(op, inputs, attrs):
     return getattr(fastgru, op)(**inputs, **attrs)
 
 
-@pytest.fixture
-def direct_calls(monkeypatch):
-    """How many kernel calls ran the direct driver."""
+def calls_of(monkeypatch, module, name):
+    """A list that grows by one at each call of ``module.name`` (which still runs)."""
     count = []
-    original = _dispatch.run_direct
+    original = getattr(module, name)
 
     def counted(*args):
         count.append(1)
         return original(*args)
 
-    monkeypatch.setattr(_dispatch, "run_direct", counted)
+    monkeypatch.setattr(module, name, counted)
     return count
+
+
+@pytest.fixture
+def direct_calls(monkeypatch):
+    """How many kernel calls ran the direct driver."""
+    return calls_of(monkeypatch, _dispatch, "run_direct")
 
 
 @pytest.fixture
 def full_checks(monkeypatch):
     """How many function calls ran the full checks (``_api.validate``); no short path kept before."""
-    count = []
-    original = _api.validate
-
-    def counted(*args):
-        count.append(1)
-        return original(*args)
-
-    monkeypatch.setattr(_api, "validate", counted)
     monkeypatch.setattr(_api, "_seen", {})
-    return count
+    return calls_of(monkeypatch, _api, "validate")
 
 
 def assert_same_bits(got, want):
