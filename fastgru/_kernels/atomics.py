@@ -6,8 +6,11 @@ and stores. Sequential consistency makes every write a thread did before ``atomi
 ``atomic_store`` visible to a thread that then reads the new value with ``atomic_load``.
 """
 
+import ctypes
 import platform
+import time
 
+import numpy as np
 from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
@@ -169,3 +172,16 @@ if config.DISABLE_JIT:  # pure Python: one thread runs the kernels, plain operat
             array[index] = new
             return True
         return False
+
+    def cycles():  # noqa: F811
+        return time.perf_counter_ns()
+
+    def spin_pause():  # noqa: F811
+        pass
+
+    def address_of(array):  # noqa: F811
+        return array.ctypes.data
+
+    def pointer_to(address, like):  # noqa: F811
+        # a ctypes pointer, which numba.carray takes in pure Python too
+        return ctypes.cast(int(address), ctypes.POINTER(np.ctypeslib.as_ctypes_type(like.dtype)))

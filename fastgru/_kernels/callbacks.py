@@ -12,9 +12,11 @@ Numba's cache keys on a function's name and place, so each callback is a module-
 of its own (functions made in a loop would share one entry); ``Callbacks`` maps keys to them.
 """
 
+import ctypes
+
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import config, types
 from numba.extending import intrinsic
 
 from .._config import kernel
@@ -64,3 +66,18 @@ def call_job(typingctx, address, job):
         return builder.call(target, [data])
 
     return types.int64(address, job), codegen
+
+
+if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): nothing compiles, so a callback's address
+    # is its Python function's id, which call_job looks up and calls with a ctypes pointer to the job
+    _BY_ADDRESS = {}
+
+    def _python_address(self, key):
+        function = self._functions[key]
+        _BY_ADDRESS[id(function)] = function
+        return id(function)
+
+    Callbacks.address = _python_address
+
+    def call_job(address, job):  # noqa: F811
+        return _BY_ADDRESS[int(address)](ctypes.cast(job.ctypes.data, ctypes.POINTER(ctypes.c_int64)))
