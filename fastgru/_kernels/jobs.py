@@ -15,7 +15,7 @@ can hand them to a C callback (``callbacks.py``), which takes nothing else: the 
     JOB["worker"]      the address of the callback with which the partner runs posted jobs
                        (``pair.jobs_worker``: the pair driver posts its worker 1),
     JOB["tasks"]       the address of the callback that runs a task of the driver: a block of the
-                       parallel driver, a worker of a split row (``planned.job_callback``),
+                       parallel driver, a worker of a split row (``planned.task_callback``),
     JOB["task"]        the task a job runs: a block of the parallel driver, a split row's worker.
 """
 
