@@ -73,15 +73,13 @@ def gru_cell(
         clip,
         linear_before_reset,
     )
-    key = _key("gru_cell", X, W, R, attributes)
-    plan = _seen.get(key)
-    if plan is not None:
-        results = plan(X, initial_hidden_state, None, W, R, B, None)
-        if results is not None:
-            return results[0]
+    given = X, initial_hidden_state, None, W, R, B, None
+    key, results = _short_path("gru_cell", attributes, given)
+    if results is not None:
+        return results[0]
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, W=W, R=R, **({} if B is None else {"B": B}))
     spec = validate("gru_cell", "cell", arrays, Attributes(*attributes))
-    return _run(spec, arrays, key, (X, initial_hidden_state, None, W, R, B, None))[0]
+    return _run(spec, arrays, key, given)[0]
 
 
 @shared_docs
@@ -149,15 +147,13 @@ def gru_sequence(
     True
     """
     attributes = hidden_size, direction, activations, activations_alpha, activations_beta, clip, linear_before_reset
-    key = _key("gru_sequence", X, W, R, attributes)
-    plan = _seen.get(key)
-    if plan is not None:
-        results = plan(X, initial_hidden_state, sequence_lengths, W, R, B, None)
-        if results is not None:
-            return results
+    given = X, initial_hidden_state, sequence_lengths, W, R, B, None
+    key, results = _short_path("gru_sequence", attributes, given)
+    if results is not None:
+        return results
     arrays = _arrays(X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R, B=B)
     spec = validate("gru_sequence", "sequence", arrays, Attributes(*attributes))
-    return _run(spec, arrays, key, (X, initial_hidden_state, sequence_lengths, W, R, B, None))
+    return _run(spec, arrays, key, given)
 
 
 @shared_docs
@@ -215,18 +211,16 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
     >>> Y.shape, Ho.shape
     ((2, 5, 4), (2, 4))
     """
-    key = _key("augru_sequence", X, W, R, (hidden_size,))
-    plan = _seen.get(key)
-    if plan is not None:
-        results = plan(X, initial_hidden_state, sequence_lengths, W, R, B, A)
-        if results is not None:
-            return results
+    given = X, initial_hidden_state, sequence_lengths, W, R, B, A
+    key, results = _short_path("augru_sequence", (hidden_size,), given)
+    if results is not None:
+        return results
     arrays = _arrays(
         X=X, initial_hidden_state=initial_hidden_state, sequence_lengths=sequence_lengths, W=W, R=R, B=B, A=A
     )
     layout = augru_layout("augru_sequence", "initial_hidden_state", arrays["initial_hidden_state"])
     spec = validate("augru_sequence", layout, arrays, Attributes(hidden_size))
-    return _run(spec, arrays, key, (X, initial_hidden_state, sequence_lengths, W, R, B, A))
+    return _run(spec, arrays, key, given)
 
 
 #: Unpacked templates by spec (a serving loop's calls share one).
@@ -236,16 +230,32 @@ _templates = {}
 _seen = {}
 
 
+def _short_path(op, attributes, given):
+    """(key, results) of a call of ``op`` with the ``given`` arrays (X, initial_hidden_state,
+    sequence_lengths, W, R, B, A; None where the op has none): the results of its short path, or
+    None, with the key under which ``_run`` keeps the short path it makes (None: no short path)."""
+    key = _key(op, given[0], given[3], given[4], attributes)
+    plan = _seen.get(key)
+    return key, None if plan is None else plan(*given)
+
+
 def _key(op, X, W, R, attributes):
     """What a call's short path is found by: the op, the shapes of X, W and R, and the attributes
     (the first fields of ``Attributes``, as ``attributes_key`` types them: an attribute equal to an
     accepted one but of another type, ``clip=True`` beside ``clip=1``, is checked in full). None
-    (no short path) when X, W or R has no shape or an attribute cannot be hashed."""
+    (no short path) when the call is not of one row and one step, X, W or R has no shape, or an
+    attribute cannot be hashed."""
     shapes = getattr(X, "shape", None), getattr(W, "shape", None), getattr(R, "shape", None)
-    values = attributes_key(attributes)
-    if None in shapes or values is None:
+    if None in shapes or not _one_row_one_step(op == "gru_cell", shapes[0]):
         return None
-    return op, shapes, values
+    values = attributes_key(attributes)
+    return None if values is None else (op, shapes, values)
+
+
+def _one_row_one_step(cell, x_shape):
+    """Whether X of this shape (the cell's (N, I), else (N, S, I)) is one row of one step: a call
+    that computes from the caller's weights as they are (``Unpacked``)."""
+    return len(x_shape) > 1 and x_shape[0] == 1 and (cell or len(x_shape) > 2 and x_shape[1] == 1)
 
 
 def _run(spec, arrays, key=None, given=None):
@@ -253,8 +263,7 @@ def _run(spec, arrays, key=None, given=None):
     (``Unpacked``; the next such calls with the same ``key`` take its ``DirectPlan``, made from the
     caller's ``given`` arrays), else with the weights packed (``_packs``: kept while they are
     unchanged)."""
-    X = arrays["X"]
-    if X.shape[0] == 1 and (spec.layout == "cell" or X.shape[1] == 1):
+    if _one_row_one_step(spec.layout == "cell", arrays["X"].shape):
         template = _templates.get(spec)
         if template is None:
             if len(_templates) >= 64:

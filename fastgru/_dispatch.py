@@ -21,8 +21,9 @@ from ._kernels.memory import aligned
 from ._kernels.planned import task_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
-#: The sequence lengths' dtypes a DirectPlan takes (others: the full path converts them).
-_LENGTHS = (np.dtype(np.int32), _I64)
+#: The sequence lengths' dtypes that the short paths (``DirectPlan``, ``_plan.Plan``) take as they
+#: are; others take the full path, which converts them.
+LENGTH_DTYPES = (np.dtype(np.int32), _I64)
 
 #: The kernels' state_rows when batch row b has state row b.
 NO_ROWS = np.zeros(0, dtype=_I64)
@@ -322,7 +323,7 @@ class DirectPlan:
             lengths = self.lengths
         elif (
             type(lengths) is np.ndarray
-            and lengths.dtype in _LENGTHS
+            and lengths.dtype in LENGTH_DTYPES
             and lengths.shape == n_shape
             and 0 <= lengths[0] <= 1
         ):

@@ -27,14 +27,12 @@ import numba
 import numpy as np
 
 from . import _partner, _paths, _scratch, _tuning
-from ._dispatch import NO_ROWS
+from ._dispatch import LENGTH_DTYPES, NO_ROWS
 from ._kernels.jobs import JOB, JOB_SIZE
 from ._kernels.pair import jobs_worker
 from ._kernels.planned import job_callback, planned
 from ._threading import lease, requested
 from ._validate import check_lengths
-
-_INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 class Plan:
@@ -167,7 +165,7 @@ class Plan:
             ):
                 return None
             if lengths is not None and (
-                lengths.shape != n_shape or lengths.dtype not in _INTS or not lengths.flags.c_contiguous
+                lengths.shape != n_shape or lengths.dtype not in LENGTH_DTYPES or not lengths.flags.c_contiguous
             ):
                 return None
             if A is not None and (A.shape != a_shape or A.dtype is not dt or not A.flags.carray):
@@ -199,7 +197,7 @@ def plan_for(packed, X, h0, lengths, A, out):
     if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
         return None
     if lengths is not None and not (
-        type(lengths) is np.ndarray and lengths.dtype in _INTS and lengths.flags.carray and lengths.ndim == 1
+        type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray and lengths.ndim == 1
     ):
         return None
     results = out if out is not None else tuple(np.empty(shape, dt) for shape in packed.result_shapes(*_ns(packed, X)))
