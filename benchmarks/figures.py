@@ -1107,3 +1107,11 @@ figure(
     "2.91",
     "4.67",
 )
+figure(
+    CHANGELOG,
+    "the wavefront's 0.70, 0.80 and 0.92 below",
+    "benchmarks/wavefront_results_avx2code.md",
+    "0.70",
+    "0.80",
+    "0.92",
+)
