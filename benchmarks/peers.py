@@ -157,6 +157,11 @@ def _onnxruntime_session(case):
     return session, feed
 
 
+#: Whether ONNX Runtime's intra-op workers spin between calls (its default; False sets its session
+#: option ``session.intra_op.allow_spinning`` to 0: benchmarks/peer_spinning.py).
+ORT_SPINNING = True
+
+
 def onnxruntime_session(graph):
     """An ONNX Runtime session of ``graph`` (opset 14), checked, on THREADS intra-op threads."""
     import onnx
@@ -169,6 +174,8 @@ def onnxruntime_session(graph):
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
+    if not ORT_SPINNING:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
