@@ -19,6 +19,7 @@ since their ops round each Y to T1; the float32 and float64 ones in one kernel c
 
 import functools
 import threading
+import time
 
 import numpy as np
 
@@ -203,12 +204,33 @@ class GRUStack:
             h0, ho = h0.reshape(h0.shape[0], self.state_size), ho.reshape(ho.shape[0], self.state_size)
         layout = self._layout(n, s, int(keep))
         lengths = layout.full if lengths is None else _scratch.lengths(lengths, n, s)
-        if path == "wave" and layout.cut is None:
-            raise ValueError("GRUStack.run: this call cannot run as a wavefront (one row, steps > 1, forward layers)")
-        if path == "wave" or (path is None and layout.wave is not None and requested() > 1):
-            took = self._wavefront(layout, (X, h0, lengths, state_rows, y, ho), path == "wave")
-            if took is not None:
-                return ("wave" if took else "serial",) * len(self.layers)
+        arrays = (X, h0, lengths, state_rows, y, ho)
+        if path == "wave":
+            if layout.cut is None:
+                raise ValueError(
+                    "GRUStack.run: this call cannot run as a wavefront (one row, steps > 1, forward layers)"
+                )
+            return ("wave" if self._wavefront(layout, arrays, True) else "serial",) * len(self.layers)
+        if path is None and layout.wave is not None and requested() > 1:
+            return self._raced(layout, arrays)
+        return self._on_paths(layout, arrays, path)
+
+    def _raced(self, layout, arrays):
+        """A call that can run as a wavefront: as one, or on its layers' own paths, as ``layout.race``
+        says, which is told how long the call took."""
+        wave = layout.race.wave()
+        start = time.perf_counter_ns()
+        took = self._wavefront(layout, arrays, False) if wave else None
+        if took is None:  # the paths', or no second thread for a wavefront after all
+            ran = self._on_paths(layout, arrays, None)
+        else:
+            ran = ("wave" if took else "serial",) * len(self.layers)
+        layout.race.record(took is not None, time.perf_counter_ns() - start)
+        return ran
+
+    def _on_paths(self, layout, arrays, path):
+        """The layers on their own paths (``layout.paths``), or all on ``path``."""
+        X, h0, lengths, state_rows, y, ho = arrays
         if path is None and (layout.serial or requested() == 1):  # every layer on this thread: the short way
             run_stack(X, h0, lengths, state_rows, y, ho, layout.serial_jobs)
             return ("serial",) * len(self.layers)
@@ -327,9 +349,11 @@ class _Layout:
         #: Whether every layer runs on the calling thread whatever the call gets.
         self.serial = set(self.paths) == {"serial"}
         #: The first of the partner's layers in a wavefront (None: this call shape cannot run as
-        #: one), and whether fastgru takes it (each part within one core's L2) or not (None).
+        #: one), and whether fastgru may take it (each part within one core's L2) or not (None).
         self.cut = _wave_cut(stack, n, s, float("inf"))
         self.wave = _wave_cut(stack, n, s, _tuning.WAVE_MAX_BYTES)
+        #: Which of the two, the wavefront or the layers' paths, a call that may take the wavefront takes.
+        self.race = _Race()
 
     @functools.cached_property
     def serial_jobs(self):
@@ -414,6 +438,55 @@ class _Layout:
         if wave is not None:
             kept.append(progress)
         return jobs, kept
+
+
+class _Race:
+    """Whether a call that may run as a wavefront (``_Layout.wave``) runs as one or on its layers' own
+    paths: the way whose calls of this shape on this thread took less time lately (the median of
+    each way's last three times, which one slow call does not move), the other one tried again
+    after ``_tuning.WAVE_RETRY`` calls, and after twice as many each time it loses again (up to
+    ``WAVE_RETRY_MAX``). The first call of each way makes its jobs: its time is left out. The partner thread
+    shares the second core with whatever else the process runs (another runtime's spinning
+    workers, say), and a wavefront, which cannot take back the layers it gave the partner, is
+    the way that loses most when that core is busy ("Tuning: a layer wavefront").
+    ``WAVE_RETRY = 0``: always the wavefront."""
+
+    def __init__(self):
+        self.runs = {True: 0, False: 0}
+        self.times = {True: [], False: []}  # ns of each way's last three calls
+        self.every = self.left = _tuning.WAVE_RETRY
+        self.trial = None  # the faster way before the other one's trial
+
+    def _time(self, wave):
+        times = sorted(self.times[wave])
+        return times[(len(times) - 1) // 2]
+
+    def best(self):
+        """Whether the wavefront is the faster way (both have times)."""
+        return self._time(True) <= self._time(False)
+
+    def wave(self):
+        """Whether this call runs as a wavefront."""
+        if not _tuning.WAVE_RETRY:
+            return True
+        if not (self.times[True] and self.times[False]):  # a time of each way first
+            return self.runs[True] <= self.runs[False]
+        best = self.best()
+        self.left -= 1
+        if self.left > 0:
+            return best
+        self.trial = best
+        return not best
+
+    def record(self, wave, ns):
+        """A call's time: ``wave``, whether it ran as a wavefront."""
+        self.runs[wave] += 1
+        if self.runs[wave] > 1:
+            self.times[wave] = [*self.times[wave][-2:], ns]
+        if self.trial is not None:
+            lost = self.best() == self.trial
+            self.every = min(2 * self.every, _tuning.WAVE_RETRY_MAX) if lost else _tuning.WAVE_RETRY
+            self.left, self.trial = self.every, None
 
 
 def _wave_cut(stack, n, s, limit):

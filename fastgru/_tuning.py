@@ -82,6 +82,13 @@ def core_l2_bytes(cpu="/sys/devices/system/cpu/cpu0/cache"):
 #: wavefront"; tests/test_stack_wavefront.py).
 WAVE_MAX_BYTES = core_l2_bytes()
 
+#: A call that may run as a wavefront runs as one or on its layers' own paths, whichever took less
+#: time over its recent calls of that shape; the other is tried again after WAVE_RETRY calls, twice
+#: as many each time it loses again, up to WAVE_RETRY_MAX ("Tuning: a layer wavefront";
+#: ``_stack._Race``). WAVE_RETRY 0: always the wavefront.
+WAVE_RETRY = 16
+WAVE_RETRY_MAX = 1024
+
 
 # ------------------------------------------------------------------------------- geometries
 @dataclass(frozen=True)

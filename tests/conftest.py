@@ -274,8 +274,8 @@ def reach(monkeypatch, path, hoist=True):
     'parallel' (a single row: serial); 'split' (a single row split in a Numba parallel region, the
     partner thread off; more rows: parallel); 'pair' (a single row with the partner thread, which
     every call wakes; more rows: parallel); 'wave' (as 'pair', and a stack of forward layers at one
-    row as a wavefront with the partner thread, however large its layers; no other path takes
-    one). ``hoist=False``: X·Wᵀ is computed step by step."""
+    row as a wavefront with the partner thread, however large its layers, at every call; no other
+    path takes one). ``hoist=False``: X·Wᵀ is computed step by step."""
     from fastgru import _partner, _tuning
 
     never = 10**18
@@ -287,6 +287,7 @@ def reach(monkeypatch, path, hoist=True):
         "PAIR_FROM_FLOPS": 0,
         "PAIR_WAKE_FLOPS": 0,
         "WAVE_MAX_BYTES": never if path == "wave" else 0,
+        "WAVE_RETRY": 0,  # a call that may take the wavefront takes it (no race with the layers' paths)
     }
     if path == "split":
         patches["SPLIT_FROM_HIDDEN"] = 1

@@ -184,6 +184,72 @@ def test_the_wavefront_cut_and_when_there_is_none():
     assert cut(fastgru.GRUStack([small, _layer(rng, 8, 64)]), 1, 5, sizes[0]) is None
 
 
+def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monkeypatch):
+    """_stack._Race on given times (ns): each way's first call left out, then the way whose last three
+    times have the lower median; the other tried after WAVE_RETRY calls, twice as many after each
+    loss (up to WAVE_RETRY_MAX), and taken when its times say it is faster."""
+    from fastgru import _stack, _tuning
+
+    monkeypatch.setattr(_tuning, "WAVE_RETRY", 4)
+    monkeypatch.setattr(_tuning, "WAVE_RETRY_MAX", 256)
+    race, times, ran = _stack._Race(), {True: 100, False: 300}, []
+
+    def calls(count):
+        ran.clear()
+        for _ in range(count):
+            wave = race.wave()
+            ran.append(wave)
+            race.record(wave, times[wave])
+        return ran
+
+    assert calls(4) == [True, False, True, False]  # the jobs' calls, then a time of each
+    gaps = []
+    for _ in range(8):  # the wavefront faster: the paths tried after 4, 8, 16, ... calls, up to 256
+        gaps.append(calls(race.left).count(True))
+        assert ran[-1] is False
+    assert gaps == [3, 7, 15, 31, 63, 127, 255, 255]
+    times[True] = 1000  # the wavefront slower (its partner's core taken, say): the paths after two such calls
+    assert calls(3) == [True, True, False]
+    times[True] = 50  # and faster again: back at its second trial (one time does not move a median of three)
+    assert calls(race.left)[-1] is True and not race.best()
+    assert calls(race.left)[-1] is True and race.best()
+    assert calls(4) == [True, True, True, False]  # and the gap back to 4
+    race.record(True, 10**9)  # one slow call of the faster way does not change the choice
+    assert race.best()
+
+
+def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
+    if not _partner.PARTNER.enabled:
+        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+    from fastgru import _stack, _tuning
+
+    rng = np.random.default_rng(16)
+    stack = fastgru.GRUStack(_forward_layers(rng, np.float32, False))
+    X, h0, lengths = _inputs(rng, stack, 1, 20, np.float32)
+    expected = _one_by_one(stack.layers, X, h0, lengths)
+    reach(monkeypatch, "wave")
+    monkeypatch.setattr(_tuning, "WAVE_RETRY", 4)
+    wavefront = _stack.GRUStack._wavefront
+
+    tried = []
+
+    def slow(self, *args):  # a wavefront whose partner lost its core for 5 ms
+        tried.append(len(ran))
+        time.sleep(0.005)
+        return wavefront(self, *args)
+
+    monkeypatch.setattr(_stack.GRUStack, "_wavefront", slow)
+    y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+    ran = []
+    with fastgru.threads(2):
+        for _ in range(40):
+            ran.append(stack.run(1, 20, (X, h0, lengths, NO_ROWS, None, y, ho)))
+            _assert_bits((y, ho), expected)
+    # two calls of each way first (calls 0 to 3), then the layers' paths, the wavefront tried again
+    # 4, 8 and 16 calls after its last trial
+    assert tried == [0, 2, 7, 15, 31], ran
+
+
 def test_a_stream_and_a_pool_of_one_row_as_a_wavefront(monkeypatch):
     if not _partner.PARTNER.enabled:
         pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
