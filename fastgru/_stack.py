@@ -217,15 +217,18 @@ class GRUStack:
 
     def _raced(self, layout, arrays):
         """A call that can run as a wavefront: as one, or on its layers' own paths, as ``layout.race``
-        says, which is told how long the call took."""
+        says, which is told how long the call took (unless a wavefront found no second thread and
+        the call ran on the paths without the partner: the time of neither way)."""
         wave = layout.race.wave()
         start = time.perf_counter_ns()
         took = self._wavefront(layout, arrays, False) if wave else None
-        if took is None:  # the paths', or no second thread for a wavefront after all
+        if took is None:
             ran = self._on_paths(layout, arrays, None)
+            if wave:
+                return ran
         else:
             ran = ("wave" if took else "serial",) * len(self.layers)
-        layout.race.record(took is not None, time.perf_counter_ns() - start)
+        layout.race.record(wave, time.perf_counter_ns() - start)
         return ran
 
     def _on_paths(self, layout, arrays, path):
