@@ -185,13 +185,14 @@ def test_the_wavefront_cut_and_when_there_is_none():
 
 
 def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monkeypatch):
-    """_stack._Race on given times (ns): each way's first call left out, then the way whose last three
-    times have the lower median; the other tried after WAVE_RETRY calls, twice as many after each
-    loss (up to WAVE_RETRY_MAX), and taken when its times say it is faster."""
+    """_stack._Race on given times (ns): the wavefront first; a trial of three calls of the other way
+    after WAVE_RETRY calls, twice as many after each lost trial (up to WAVE_RETRY_MAX), and at once
+    when the current way's time grows past 1.25 times the other's; a trial's way taken when the
+    median of its times is the lower by 3 %."""
     from fastgru import _stack, _tuning
 
-    monkeypatch.setattr(_tuning, "WAVE_RETRY", 4)
-    monkeypatch.setattr(_tuning, "WAVE_RETRY_MAX", 256)
+    monkeypatch.setattr(_tuning, "WAVE_RETRY", 8)
+    monkeypatch.setattr(_tuning, "WAVE_RETRY_MAX", 32)
     race, times, ran = _stack._Race(), {True: 100, False: 300}, []
 
     def calls(count):
@@ -202,20 +203,20 @@ def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monk
             race.record(wave, times[wave])
         return ran
 
-    assert calls(4) == [True, False, True, False]  # the jobs' calls, then a time of each
-    gaps = []
-    for _ in range(8):  # the wavefront faster: the paths tried after 4, 8, 16, ... calls, up to 256
-        gaps.append(calls(race.left).count(True))
-        assert ran[-1] is False
-    assert gaps == [3, 7, 15, 31, 63, 127, 255, 255]
-    times[True] = 1000  # the wavefront slower (its partner's core taken, say): the paths after two such calls
-    assert calls(3) == [True, True, False]
-    times[True] = 50  # and faster again: back at its second trial (one time does not move a median of three)
-    assert calls(race.left)[-1] is True and not race.best()
-    assert calls(race.left)[-1] is True and race.best()
-    assert calls(4) == [True, True, True, False]  # and the gap back to 4
-    race.record(True, 10**9)  # one slow call of the faster way does not change the choice
-    assert race.best()
+    # the jobs' call and two times of the wavefront, then a first trial of the paths (its first call
+    # makes its jobs)
+    assert calls(6) == [True] * 3 + [False] * 3
+    for gap in (16, 32, 32):  # the wavefront faster: each lost trial doubles the gap, up to 32
+        assert calls(gap + 3) == [True] * gap + [False] * 3
+    assert race.current and race.time(False) == 300
+    times[True] = 1000  # the wavefront slower (its partner's core taken, say): two such calls, a trial
+    assert calls(5) == [True, True, False, False, False] and not race.current
+    times[True] = 50  # and faster again: taken back at its next trial, 8 calls later
+    assert calls(8 + 3) == [False] * 8 + [True] * 3 and race.current
+    times[True] = 295  # less than 3 % faster: a trial does not change the way
+    assert calls(8 + 3) == [True] * 8 + [False] * 3 and race.current
+    race.record(True, 10**9)  # nor does one slow call of the current way
+    assert race.wave() and race.time(True) == 295
 
 
 def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
@@ -245,9 +246,9 @@ def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
         for _ in range(40):
             ran.append(stack.run(1, 20, (X, h0, lengths, NO_ROWS, None, y, ho)))
             _assert_bits((y, ho), expected)
-    # two calls of each way first (calls 0 to 3), then the layers' paths, the wavefront tried again
-    # 4, 8 and 16 calls after its last trial
-    assert tried == [0, 2, 7, 15, 31], ran
+    # the wavefront's first three calls, a trial of the paths (calls 3 to 5), which wins; then trials
+    # of the wavefront after 4 and 8 calls of the paths, which lose
+    assert tried == [0, 1, 2, 10, 11, 12, 21, 22, 23], ran
 
 
 def test_a_stream_and_a_pool_of_one_row_as_a_wavefront(monkeypatch):
