@@ -160,6 +160,35 @@ def rows(layers, hidden, steps):
     ], errors
 
 
+def time_blocks(impls, rounds, n):
+    """Median µs per call of each (name, call) of ``impls``: 20 calls each first, then in each round a
+    block of ``n`` calls of each in turn (the order alternating), after a pause and 3 calls untimed."""
+    for _, run in impls:
+        for _ in range(20):
+            run()
+    times = {name: [] for name, _ in impls}
+    for k in range(rounds):
+        for name, run in impls if k % 2 == 0 else impls[::-1]:
+            time.sleep(0.02)  # the previous runtime's spinning threads go to sleep
+            for _ in range(3):
+                run()
+            start = time.perf_counter_ns()
+            for _ in range(n):
+                run()
+            times[name].append((time.perf_counter_ns() - start) / n / 1000)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def runtimes_line(machine):
+    """The machine and the runtimes of a stack table, as its note starts."""
+    return (
+        f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for "
+        f"{machine['compiled_for']}), {machine['numba_threads']} threads; ONNX Runtime "
+        f"{machine.get('onnxruntime', '?')} (IOBinding) and torch {machine.get('torch', '?')} on "
+        f"{machine['peer_threads']} threads"
+    )
+
+
 def measure(rounds, calls):
     import torch
 
@@ -168,22 +197,7 @@ def measure(rounds, calls):
     for layers, hidden in STACKS:
         for case, steps in CASES.items():
             impls, errors = rows(layers, hidden, steps)
-            n = max(5, calls // steps)
-            for _, run in impls:
-                for _ in range(20):
-                    run()
-            times = {name: [] for name, _ in impls}
-            for k in range(rounds):
-                order = impls if k % 2 == 0 else impls[::-1]
-                for name, run in order:
-                    time.sleep(0.02)  # the previous runtime's spinning threads go to sleep
-                    for _ in range(3):
-                        run()
-                    start = time.perf_counter_ns()
-                    for _ in range(n):
-                        run()
-                    times[name].append((time.perf_counter_ns() - start) / n / 1000)
-            med = {name: statistics.median(t) for name, t in times.items()}
+            med = time_blocks(impls, rounds, max(5, calls // steps))
             record = {"layers": layers, "hidden": hidden, "case": case, "us": med, "max_abs_diff": errors}
             records.append(record)
             print(
@@ -211,10 +225,7 @@ def markdown(records, machine):
         )
     lines += [
         "",
-        f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for "
-        f"{machine['compiled_for']}), {machine['numba_threads']} threads; ONNX Runtime "
-        f"{machine.get('onnxruntime', '?')} (IOBinding) and torch {machine.get('torch', '?')} on "
-        f"{machine['peer_threads']} threads; batch 1, input 128, float32, medians; frame: µs per frame, "
+        f"{runtimes_line(machine)}; batch 1, input 128, float32, medians; frame: µs per frame, "
         f"seq100: µs per 100-step call; OPENBLAS_CORETYPE {machine['OPENBLAS_CORETYPE']}, FASTGRU_SPIN_US "
         f"{os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {machine['date']}.",
         "",

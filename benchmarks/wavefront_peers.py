@@ -15,7 +15,6 @@ their calls, on the core fastgru's partner thread runs its half on (``peer_spinn
 """
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -55,21 +54,7 @@ def measure(rounds, calls):
     records = []
     n = max(5, calls // STEPS)
     for layers, hidden in SHAPES:
-        impls = implementations(layers, hidden)
-        for _, run in impls:
-            for _ in range(20):
-                run()
-        times = {name: [] for name, _ in impls}
-        for k in range(rounds):
-            for name, run in impls if k % 2 == 0 else impls[::-1]:
-                time.sleep(0.02)
-                for _ in range(3):
-                    run()
-                start = time.perf_counter_ns()
-                for _ in range(n):
-                    run()
-                times[name].append((time.perf_counter_ns() - start) / n / 1000)
-        med = {name: statistics.median(t) for name, t in times.items()}
+        med = stacks.time_blocks(implementations(layers, hidden), rounds, n)
         records.append((layers, hidden, med))
         print(f"{layers} x {hidden}: " + "  ".join(f"{name} {t:,.1f}" for name, t in med.items()), flush=True)
     return records, n
@@ -90,10 +75,7 @@ def markdown(records, machine, rounds, n):
         )
     lines += [
         "",
-        f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for "
-        f"{machine['compiled_for']}), {machine['numba_threads']} threads; ONNX Runtime "
-        f"{machine.get('onnxruntime', '?')} (IOBinding) and torch {machine.get('torch', '?')} on "
-        f"{machine['peer_threads']} threads in the same process; batch 1, input {stacks.INPUT}, {STEPS} steps, "
+        f"{stacks.runtimes_line(machine)} in the same process; batch 1, input {stacks.INPUT}, {STEPS} steps, "
         f"float32, µs per call, medians of {rounds} rounds of {n} calls per implementation; OPENBLAS_CORETYPE "
         f"{machine['OPENBLAS_CORETYPE']}; {time.strftime('%Y-%m-%d')}.",
         "",
