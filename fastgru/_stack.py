@@ -353,8 +353,8 @@ class _Layout:
         self.serial = set(self.paths) == {"serial"}
         #: The first of the partner's layers in a wavefront (None: this call shape cannot run as
         #: one), and whether fastgru may take it (each part within one core's L2) or not (None).
-        self.cut = _wave_cut(stack, n, s, float("inf"))
-        self.wave = _wave_cut(stack, n, s, _tuning.WAVE_MAX_BYTES)
+        self.cut, part = _wave_cut(stack, n, s)
+        self.wave = self.cut if part <= _tuning.WAVE_MAX_BYTES else None
         #: Which of the two, the wavefront or the layers' paths, a call that may take the wavefront takes.
         self.race = _Race()
 
@@ -503,21 +503,21 @@ class _Race:
         self.left = self.every
 
 
-def _wave_cut(stack, n, s, limit):
-    """Where a wavefront cuts the layers of a call of N rows and S steps (the first layer of the
-    partner's part, chosen to balance the parts' packed weights), or None when the call cannot run
-    as one (not one row of more than one step, a layer not forward, float16 or bfloat16) or a part
-    takes more than ``limit`` bytes (``_tuning.WAVE_MAX_BYTES``: one core's L2, beyond which the
-    split of each row, whose halves fit, is faster)."""
+def _wave_cut(stack, n, s):
+    """(cut, bytes) of a wavefront of a call of N rows and S steps: where it cuts the layers (the first
+    layer of the partner's part, chosen to balance the parts' packed weights) and the larger part's
+    packed weights, which fastgru compares with one core's L2 (``_tuning.WAVE_MAX_BYTES``: beyond
+    it, the split of each row, whose halves fit, is faster); (None, 0) when the call cannot run as
+    one (not one row of more than one step, a layer not forward, float16 or bfloat16)."""
     layers = stack.layers
     if n != 1 or s < 2 or len(layers) < 2 or not stack._native:
-        return None
+        return None, 0
     if any(op.spec.direction != "forward" for op in layers):
-        return None
+        return None, 0
     sizes = [op._packed.weights.nbytes for op in layers]
     parts = {cut: max(sum(sizes[:cut]), sum(sizes[cut:])) for cut in range(1, len(layers))}
     cut = min(parts, key=parts.get)
-    return cut if parts[cut] <= limit else None
+    return cut, parts[cut]
 
 
 class StackStream:

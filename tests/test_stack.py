@@ -158,7 +158,8 @@ def test_the_wavefront_cut_and_when_there_is_none():
     from fastgru import _stack
 
     def cut(stack, n, s, limit=float("inf")):
-        return _stack._wave_cut(stack, n, s, limit)
+        found, part = _stack._wave_cut(stack, n, s)
+        return found if part <= limit else None
 
     rng = np.random.default_rng(14)
     small, large = _layer(rng, 8, 8), _layer(rng, 8, 64)
