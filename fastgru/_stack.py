@@ -217,14 +217,14 @@ class GRUStack:
 
     def _raced(self, layout, arrays):
         """A call that can run as a wavefront: as one, or on its layers' own paths, as ``layout.race``
-        says, which is told how long the call took (unless a wavefront found no second thread and
-        the call ran on the paths without the partner: the time of neither way)."""
+        says, which is told how long the call took, unless the way found no second thread (a
+        partner asleep after a pause, say) and the call ran on one: the time of neither way."""
         wave = layout.race.wave()
         start = time.perf_counter_ns()
         took = self._wavefront(layout, arrays, False) if wave else None
         if took is None:
             ran = self._on_paths(layout, arrays, None)
-            if wave:
+            if wave or ran != layout.paths:
                 return ran
         else:
             ran = ("wave" if took else "serial",) * len(self.layers)

@@ -252,6 +252,31 @@ def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
     assert tried == [0, 1, 2, 10, 11, 12, 21, 22, 23], ran
 
 
+def test_the_race_leaves_out_calls_that_found_no_second_thread(monkeypatch):
+    """A partner that cannot be leased (asleep after a pause, say): the wavefront does not run and its
+    layers' pair paths run on one thread; neither is either way's time."""
+    import contextlib
+
+    from fastgru import _tuning
+
+    rng = np.random.default_rng(17)
+    stack = fastgru.GRUStack(_forward_layers(rng, np.float32, False))
+    X, h0, lengths = _inputs(rng, stack, 1, 20, np.float32)
+    expected = _one_by_one(stack.layers, X, h0, lengths)
+    reach(monkeypatch, "wave")
+    monkeypatch.setattr(_tuning, "WAVE_RETRY", 4)
+    monkeypatch.setattr(_partner.PARTNER, "lease", lambda wake: contextlib.nullcontext(False))
+    y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+    race = stack._layout(1, 20, 0).race
+    with fastgru.threads(2):
+        for current in (True, False):  # the wavefront, then the paths, the current way
+            race.current = current
+            for _ in range(5):
+                assert stack.run(1, 20, (X, h0, lengths, NO_ROWS, None, y, ho)) == ("serial",) * 3
+                _assert_bits((y, ho), expected)
+    assert race.runs == {True: 0, False: 0} and race.trial == 0
+
+
 def test_a_stream_and_a_pool_of_one_row_as_a_wavefront(monkeypatch):
     if not _partner.PARTNER.enabled:
         pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
