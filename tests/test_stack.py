@@ -220,17 +220,27 @@ def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monk
     assert race.wave() and race.time(True) == 295
 
 
-def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
-    if not _partner.PARTNER.enabled:
-        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
-    from fastgru import _stack, _tuning
+def _raced_stack(monkeypatch, seed):
+    """A stack of forward layers that may run as a wavefront, its arrays for ``run`` (one row of 20
+    steps) and the layers' bits one by one; the race's retries every 4 calls."""
+    from fastgru import _tuning
 
-    rng = np.random.default_rng(16)
+    rng = np.random.default_rng(seed)
     stack = fastgru.GRUStack(_forward_layers(rng, np.float32, False))
     X, h0, lengths = _inputs(rng, stack, 1, 20, np.float32)
     expected = _one_by_one(stack.layers, X, h0, lengths)
     reach(monkeypatch, "wave")
     monkeypatch.setattr(_tuning, "WAVE_RETRY", 4)
+    arrays = (X, h0, lengths, NO_ROWS, None, np.empty_like(expected[0]), np.empty_like(expected[1]))
+    return stack, arrays, expected
+
+
+def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
+    if not _partner.PARTNER.enabled:
+        pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
+    from fastgru import _stack
+
+    stack, arrays, expected = _raced_stack(monkeypatch, 16)
     wavefront = _stack.GRUStack._wavefront
 
     tried = []
@@ -241,12 +251,11 @@ def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
         return wavefront(self, *args)
 
     monkeypatch.setattr(_stack.GRUStack, "_wavefront", slow)
-    y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
     ran = []
     with fastgru.threads(2):
         for _ in range(40):
-            ran.append(stack.run(1, 20, (X, h0, lengths, NO_ROWS, None, y, ho)))
-            _assert_bits((y, ho), expected)
+            ran.append(stack.run(1, 20, arrays))
+            _assert_bits(arrays[-2:], expected)
     # the wavefront's first three calls, a trial of the paths (calls 3 to 5), which wins; then trials
     # of the wavefront after 4 and 8 calls of the paths, which lose
     assert tried == [0, 1, 2, 10, 11, 12, 21, 22, 23], ran
@@ -257,23 +266,15 @@ def test_the_race_leaves_out_calls_that_found_no_second_thread(monkeypatch):
     layers' pair paths run on one thread; neither is either way's time."""
     import contextlib
 
-    from fastgru import _tuning
-
-    rng = np.random.default_rng(17)
-    stack = fastgru.GRUStack(_forward_layers(rng, np.float32, False))
-    X, h0, lengths = _inputs(rng, stack, 1, 20, np.float32)
-    expected = _one_by_one(stack.layers, X, h0, lengths)
-    reach(monkeypatch, "wave")
-    monkeypatch.setattr(_tuning, "WAVE_RETRY", 4)
+    stack, arrays, expected = _raced_stack(monkeypatch, 17)
     monkeypatch.setattr(_partner.PARTNER, "lease", lambda wake: contextlib.nullcontext(False))
-    y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
     race = stack._layout(1, 20, 0).race
     with fastgru.threads(2):
         for current in (True, False):  # the wavefront, then the paths, the current way
             race.current = current
             for _ in range(5):
-                assert stack.run(1, 20, (X, h0, lengths, NO_ROWS, None, y, ho)) == ("serial",) * 3
-                _assert_bits((y, ho), expected)
+                assert stack.run(1, 20, arrays) == ("serial",) * 3
+                _assert_bits(arrays[-2:], expected)
     assert race.runs == {True: 0, False: 0} and race.trial == 0
 
 
