@@ -15,7 +15,7 @@ import numpy as np
 from . import _paths, _scratch
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
-from ._kernels.direct import direct_scratch, run_direct
+from ._kernels.direct import direct_ints, direct_scratch
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._kernels.planned import task_callback
@@ -242,7 +242,13 @@ class Unpacked(Packed):
         self._describe(spec)
         self.weights = None
         self.weight_dtype = self.compute_dtype.name
-        self._floats = direct_scratch(self.n_inputs, self.n_hidden, self.compute_dtype.itemsize).end
+        itemsize = self.compute_dtype.itemsize
+        #: The direct driver's scratch: floats, ints (a shared call's) and dtype (``_paths.direct``).
+        self._scratch = (
+            direct_scratch(self.n_inputs, self.n_hidden, itemsize).end,
+            direct_ints(self.n_inputs, self.n_hidden, itemsize),
+            self.compute_dtype,
+        )
 
     def with_weights(self, W, R, B):
         """A copy of this template that computes with W, R and B."""
@@ -251,9 +257,20 @@ class Unpacked(Packed):
         return call
 
     def _run_kernel(self, n, s, arrays):
+        self.run(n, s, arrays)
+
+    def run(self, n, s, arrays, strides=None, keep=False, path=None):
+        """``Packed.run`` for one row and one step in the op's layout (``strides`` None, ``keep``
+        False), by ``_paths.direct``; ``path`` 'serial' or 'pair' forces one."""
         X, h0, lengths, _, att, y, ho = arrays
-        work, _ = _scratch.work(self._floats, 0, self.compute_dtype)
-        run_direct(X, h0, lengths, att, y, ho, *self.weights, self._direct_call(), self.clip, work)
+        direct_arrays = X, h0, lengths, att, y, ho
+        return _paths.direct(
+            direct_arrays, self.weights, self._direct_call(), self.clip, self._scratch, *self._shares(), path
+        )
+
+    def _shares(self):
+        """What ``_paths.direct`` chooses by: directions, hidden units, the products' flops."""
+        return self.n_dirs, self.n_hidden, self.flops(1, 1)
 
     def _direct_call(self):
         call = self.memo.get("direct")
@@ -272,7 +289,19 @@ class DirectPlan:
     Made only for arrays the kernels take as they are (T1 float32 or float64, C-contiguous, aligned
     and writeable): the plan passes them on without a copy, as ``Unpacked`` would."""
 
-    __slots__ = "dtype", "shapes", "views", "result_shapes", "lengths", "no_att", "no_bias", "call", "clip", "floats"
+    __slots__ = (
+        "dtype",
+        "shapes",
+        "views",
+        "result_shapes",
+        "lengths",
+        "no_att",
+        "no_bias",
+        "call",
+        "clip",
+        "scratch",
+        "shares",
+    )
 
     def __init__(self, template, X, h0, lengths, W, R, B, A):
         d, h = template.n_dirs, template.n_hidden
@@ -289,7 +318,8 @@ class DirectPlan:
         self.views = tuple((None,) * (rank - ndim) for rank, ndim in zip(ranks, given))
         self.lengths = template._ones_for(1)  # the cell's: one step; only read
         self.no_att = template._no_att
-        self.call, self.clip, self.floats = template._direct_call(), template.clip, template._floats
+        self.call, self.clip, self.scratch = template._direct_call(), template.clip, template._scratch
+        self.shares = template._shares()
         self.no_bias = np.zeros((d, 3 * h), dtype=self.dtype) if B is None else None  # packing_inputs' zeros
 
     @classmethod
@@ -340,9 +370,8 @@ class DirectPlan:
             return None
         x, h, w, r, b, y, ho = self.views
         results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
-        work, _ = _scratch.work(self.floats, 0, dt)
-        X, h0, W, R, B = X[x], h0[h], W[w], R[r], B[b]
-        run_direct(X, h0, lengths, att, results[0][y], results[-1][ho], W, R, B, self.call, self.clip, work)
+        arrays = X[x], h0[h], lengths, att, results[0][y], results[-1][ho]
+        _paths.direct(arrays, (W[w], R[r], B[b]), self.call, self.clip, self.scratch, *self.shares)
         return results
 
 

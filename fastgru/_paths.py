@@ -9,9 +9,11 @@ least the calling thread: a call never waits for threads.
 """
 
 from . import _partner, _scratch, _tuning
+from ._kernels.direct import run_direct
 from ._kernels.jobs import JOB_SIZE
 from ._kernels.layout import rows_scratch, split_scratch
-from ._kernels.pair import jobs_worker, run_pair
+from ._kernels.pair import jobs_worker, run_direct_pair, run_pair
+from ._kernels.planned import job_callback
 from ._kernels.rows import run_parallel, run_serial
 from ._kernels.split import run_split
 from ._threading import lease, requested
@@ -62,6 +64,35 @@ def run(packed, path, n, s, arrays, strides, keep):
         work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
         run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks, packed.tasks(path))
         return "run_parallel"
+
+
+def direct(arrays, weights, call, clip, scratch, n_dirs, n_hidden, flops, path=None):
+    """A direct call (``direct.py``: one row and one step from the caller's W, R and B) on the
+    kernels' ``arrays`` (X, h0, lengths, att, y, ho) and ``weights`` (W, R, B), with its ``scratch``
+    (floats, ints, dtype); returns the name of the kernel that ran.
+
+    Shared with the partner thread (``run_direct_pair``) where ``choose`` gives a call of one
+    direction and these products the pair path, when the partner and a second thread of the budget
+    come, as ``_pair`` leases them; else ``run_direct`` on this thread. ``path`` 'serial' or 'pair'
+    forces one (a forced pair without the partner runs both halves here, as ``_pair`` does)."""
+    floats, ints, dtype = scratch
+    forced = path is not None
+    if path is None:
+        path = "pair" if n_dirs == 1 and choose(1, 1, 1, n_hidden, flops) == "pair" else "serial"
+    if path == "pair":
+        partner = _partner.PARTNER
+        with partner.lease(wake=flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
+            with lease(min(2, requested()) if taken else 1) as granted:
+                if granted > 1 or forced:
+                    mailbox = partner.mailbox if granted > 1 else _scratch.mailbox()  # the latter: nobody serves it
+                    work, iwork = _scratch.work(floats, ints, dtype)
+                    parts = job_callback("direct_part", weights[0])
+                    run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
+                    return "run_direct_pair"
+                run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
+                return "run_direct"
+    run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
+    return "run_direct"
 
 
 def _serial(packed, n, s, arrays, strides, keep):

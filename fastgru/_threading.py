@@ -107,35 +107,49 @@ def _pool_started():
 # ------------------------------------------------------------------------------ the budget
 
 
-@contextlib.contextmanager
 def lease(wanted):
     """``with lease(wanted) as granted:`` threads for one call that shares its work: up to ``wanted``
     of the budget, its calling thread included, and the calling thread's Numba count set to
     ``granted`` meanwhile. When fewer than two are left, granted is 1: the call runs alone on its
     own thread, as a serial call does, and holds nothing of the budget. So the calls that share
     their work never hold more than BUDGET threads together, and no call waits."""
-    with _lock:
-        if _state["exclusive"] is None:
-            # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
-            _state["exclusive"] = start_pool() == "workqueue"
-        granted = min(wanted, BUDGET - _state["busy"])
-        if granted < 2 or _state["exclusive"] and _state["regions"] > 0:
-            granted = 1
-        else:
-            _state["busy"] += granted
-            _state["regions"] += 1
-    count = requested()
-    try:
-        if granted != count:
-            numba.set_num_threads(granted)
-        yield granted
-    finally:
-        if granted != count:
-            numba.set_num_threads(count)
+    return _Lease(wanted)
+
+
+class _Lease:
+    """``lease``'s context: a class, cheaper than a generator's context manager, and the count set
+    by ``request``, unchecked (every one-row call of the pair path takes a lease)."""
+
+    __slots__ = ("wanted", "granted", "count")
+
+    def __init__(self, wanted):
+        self.wanted = wanted
+
+    def __enter__(self):
+        with _lock:
+            if _state["exclusive"] is None:
+                # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
+                _state["exclusive"] = start_pool() == "workqueue"
+            granted = min(self.wanted, BUDGET - _state["busy"])
+            if granted < 2 or _state["exclusive"] and _state["regions"] > 0:
+                granted = 1
+            else:
+                _state["busy"] += granted
+                _state["regions"] += 1
+        self.granted, self.count = granted, requested()
+        if granted != self.count:
+            request(granted)  # the pool runs: unchecked (1 <= granted <= BUDGET)
+        return granted
+
+    def __exit__(self, *exc):
+        granted = self.granted
+        if granted != self.count:
+            request(self.count)
         if granted > 1:
             with _lock:
                 _state["busy"] -= granted
                 _state["regions"] -= 1
+        return False
 
 
 def busy():

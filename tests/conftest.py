@@ -222,30 +222,29 @@ def make_case(
 # ------------------------------------------------------------------------------------ kernel paths
 
 #: The kernels a call can run (fastgru/_paths.py calls them by these names).
-KERNELS = ("run_serial", "run_parallel", "run_split", "run_pair")
+KERNELS = ("run_serial", "run_parallel", "run_split", "run_pair", "run_direct", "run_direct_pair")
 
 
 @pytest.fixture
 def kernels_run(monkeypatch):
     """The kernels that the test's calls ran, in order, by name, the planned calls' too (their job's
-    driver: run_serial or run_pair) and the function API's run_direct; "run_pair" is "run_pair+"
-    when the partner thread took the job (else the calling thread ran both halves). Safe from any
-    thread."""
-    from fastgru import _dispatch, _paths, _plan
+    driver: run_serial or run_pair) and the function API's run_direct or run_direct_pair; "run_pair"
+    is "run_pair+" when the partner thread took the job (else the calling thread ran both halves),
+    and so is "run_direct_pair". Safe from any thread."""
+    from fastgru import _paths, _plan
 
     names = []
 
     def wrap(kernel, name):
         def wrapped(*args):
             result = kernel(*args)
-            names.append(name + "+" if name == "run_pair" and result == 1 else name)
+            names.append(name + "+" if name in ("run_pair", "run_direct_pair") and result == 1 else name)
             return result
 
         return wrapped
 
     for name in KERNELS:
         monkeypatch.setattr(_paths, name, wrap(getattr(_paths, name), name))
-    monkeypatch.setattr(_dispatch, "run_direct", wrap(_dispatch.run_direct, "run_direct"))
     monkeypatch.setattr(_plan, "planned", planned_and_seen(_plan.planned, names.append))
     return names
 

@@ -5,10 +5,10 @@ between calls are seen; nothing is kept, and nothing of the caller's is written.
 
 import numpy as np
 import pytest
-from conftest import make_case
+from conftest import make_case, reach
 
 import fastgru
-from fastgru import _api, _dispatch, _packs
+from fastgru import _api, _packs, _partner, _paths
 
 #: (input_size, hidden_size): tiny, ragged against every geometry's lanes and panels, and more rows
 #: of k than the driver packs at a time (K_ROWS), with a ragged last run.
@@ -31,9 +31,9 @@ def function_result(op, inputs, attrs):
     return getattr(fastgru, op)(**inputs, **attrs)
 
 
-def calls_of(monkeypatch, module, name):
-    """A list that grows by one at each call of ``module.name`` (which still runs)."""
-    count = []
+def calls_of(monkeypatch, module, name, count=None):
+    """A list (``count``, or a new one) that grows by one at each call of ``module.name`` (which still runs)."""
+    count = [] if count is None else count
     original = getattr(module, name)
 
     def counted(*args):
@@ -46,8 +46,8 @@ def calls_of(monkeypatch, module, name):
 
 @pytest.fixture
 def direct_calls(monkeypatch):
-    """How many kernel calls ran the direct driver."""
-    return calls_of(monkeypatch, _dispatch, "run_direct")
+    """How many kernel calls ran the direct driver, on the calling thread or shared with the partner."""
+    return calls_of(monkeypatch, _paths, "run_direct_pair", calls_of(monkeypatch, _paths, "run_direct"))
 
 
 @pytest.fixture
@@ -91,6 +91,53 @@ def test_one_row_one_step_has_the_prepared_ops_bits(rng, direct_calls, op, optio
     assert_same_bits(got, prepared_result(op, case.inputs, case.attrs))
     for name, a in case.inputs.items():
         np.testing.assert_array_equal(a, before[name])  # only read
+
+
+#: The calls of one direction, which the partner thread can share.
+ONE_DIRECTION = [(op, options) for op, options in CASES if options.get("direction") != "bidirectional"]
+needs_partner = pytest.mark.skipif(not _partner.PARTNER.enabled, reason="the partner thread is off")
+
+
+@needs_partner
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", SIZES, ids=[f"i{i}h{h}" for i, h in SIZES])
+@pytest.mark.parametrize("op, options", ONE_DIRECTION)
+def test_a_call_shared_with_the_partner_has_the_prepared_ops_bits(
+    rng, monkeypatch, kernels_run, op, options, size, dtype
+):
+    reach(monkeypatch, "pair")  # every one-direction call shared, the partner woken
+    case = make_case(rng, op=op, batch=1, seq_len=1, input_size=size[0], hidden_size=size[1], dtype=dtype, **options)
+    before = {name: a.copy() for name, a in case.inputs.items()}
+    got = function_result(op, case.inputs, case.attrs)
+    assert [name.rstrip("+") for name in kernels_run] == ["run_direct_pair"]
+    assert_same_bits(got, prepared_result(op, case.inputs, case.attrs))
+    for name, a in case.inputs.items():
+        np.testing.assert_array_equal(a, before[name])  # only read
+
+
+@needs_partner
+def test_the_partner_takes_its_half_of_a_shared_call(rng, monkeypatch, kernels_run):
+    reach(monkeypatch, "pair")
+    case = one_row(rng, "gru_cell", {"linear_before_reset": True}, size=(257, 129))
+    want = prepared_result("gru_cell", case.inputs, case.attrs)
+    for _ in range(200):  # the first calls may find the partner on its way
+        kernels_run.clear()
+        assert_same_bits(fastgru.gru_cell(**case.inputs, **case.attrs), want)
+        if kernels_run == ["run_direct_pair+"]:
+            break
+    assert kernels_run == ["run_direct_pair+"]
+
+
+def test_by_default_a_large_call_of_one_direction_is_shared(rng, kernels_run):
+    case = one_row(rng, "gru_cell", {}, size=(256, 256))
+    for _ in range(5):  # the partner sleeps: it joins a burst of calls from the third on
+        fastgru.gru_cell(**case.inputs)
+    want = "run_direct_pair" if _partner.PARTNER.enabled else "run_direct"
+    assert kernels_run[-1].rstrip("+") == want
+    kernels_run.clear()
+    case = one_row(rng, "gru_sequence", {"direction": "bidirectional"}, size=(256, 256))
+    fastgru.gru_sequence(**case.inputs, **case.attrs)
+    assert kernels_run == ["run_direct"]  # two directions: on the calling thread
 
 
 def test_weights_changed_in_place_between_calls_are_seen(rng, direct_calls):

@@ -9,9 +9,16 @@ multiplies it (``layout.pack_panel``): W and R are read once, and nothing is kep
 The panels, the micro-kernel and the stage functions are the other drivers', and a sum's C is
 stored and loaded between two runs of k rows exactly: the results have the same bits.
 
+A call of one direction can also be shared with the partner thread (``pair.run_direct_pair``): two
+workers, each the split driver's protocol of claims (``split.py``) over the step's two phases.
+Phase 0: X·Wᵀ + bias of half the panels, then H·Rᵀ of half the z and r panels (all panels for
+linear_before_reset), f, and r ⊙ H; phase 1: the h gate and the update of half the units. Each
+worker packs into a panel buffer of its own, and reads half of W and R: the two halves meet once
+in the step, and the results are the serial direct call's, bit for bit.
+
 Arguments as in ``layout.py`` (N = S = 1, any D), with W (D, 3H, I), R (D, 3H, H) and B (D, 3H or
 4H; [Bz, Br, Bh] or [Bz, Br, Wbh, Rbh]) instead of the packed weights, and ``work`` at least
-``direct_scratch(...).end`` elements.
+``direct_scratch(...).end`` elements (``iwork``, a shared call's, ``direct_ints(...)``).
 """
 
 from collections import namedtuple
@@ -19,10 +26,14 @@ from collections import namedtuple
 import numpy as np
 
 from .._config import kernel
-from .layout import _lines, pack_panel, panels, read_call
+from .._tuning import CHUNK_ROWS
+from .atomics import address_of, atomic_add
+from .jobs import JOB, JOB_SIZE, write_job
+from .layout import _lines, pack_panel, panels, read_call, split_scratch
 from .memory import load, store
 from .microkernel import tile_fma
 from .products import PANEL_VECTORS
+from .split import claim, half_units, wait_item
 from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
 
 #: Rows of k packed into the buffer at a time (a multiple of every geometry's lanes): 8 KB of a
@@ -30,8 +41,10 @@ from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr,
 K_ROWS = 64
 
 #: Offsets in the float scratch: the row of X, the state, X·Wᵀ + bias, C, C2, r ⊙ H, the panel
-#: buffer, the end.
+#: buffers (the first worker's, the second's), the end.
 DirectScratch = namedtuple("DirectScratch", "x state xg c c2 m panel end")
+
+_TASK, _CALLBACK, _R, _B = JOB["task"], JOB["callback"], JOB["R"], JOB["B"]
 
 
 @kernel()
@@ -44,7 +57,14 @@ def direct_scratch(n_inputs, n_hidden, itemsize):
     o_c2 = o_c + _lines(p.n * p.nr, itemsize)
     o_m = o_c2 + _lines((p.n - p.p2) * p.nr, itemsize)
     o_panel = o_m + _lines(n_hidden, itemsize)
-    return DirectScratch(0, o_state, o_xg, o_c, o_c2, o_m, o_panel, o_panel + K_ROWS * p.nr)
+    return DirectScratch(0, o_state, o_xg, o_c, o_c2, o_m, o_panel, o_panel + 2 * K_ROWS * p.nr)
+
+
+@kernel()
+def direct_ints(n_inputs, n_hidden, itemsize):
+    """The int64 scratch of a shared direct call: its two jobs, then the claims (``split_scratch``'s
+    index of one step)."""
+    return 2 * JOB_SIZE + split_scratch(np.int64(1), n_inputs, n_hidden, itemsize, np.int64(CHUNK_ROWS))[1].end
 
 
 @kernel()
@@ -96,3 +116,86 @@ def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
             score = load(att, 0) if att.size > 0 else w.dtype.type(0)
             update_state(w, o.c, hg, o.state, o.state, score, att.size > 0, y, yo, 0, n_hidden)
         finish_row(w, o.state, length == 0 and not c.keep, y, yo, c.y_step, length, 1, ho, so, 0, n_hidden)
+
+
+@kernel(exact=True)  # the stages are inlined here: their sums must not contract
+def _direct_half(c, W, R, B, clip_at, att, y, phase, half, w, o, buf):
+    """Half ``half`` of phase ``phase`` of the step (see the module), packing panels at ``buf``."""
+    n_hidden = c.n_hidden
+    h3 = 3 * n_hidden
+    p = panels(n_hidden, w.itemsize)
+    nr, first = p.nr, p.p2 * p.nr
+    if phase == 0:
+        total = p.n if c.lbr else p.p1
+        q0, q1 = half * total // 2, (half + 1) * total // 2
+        e0, e1 = total + half * (p.n - total) // 2, total + (half + 1) * (p.n - total) // 2  # h panels past r's
+        for a, b in ((q0, q1), (e0, e1)):  # X·Wᵀ + bias: the bias first, as run_direct
+            for col in range(a * nr, b * nr):
+                store(w, o.xg + col, load(B, col) if col < h3 else 0)
+            product_direct(w, o.xg + a * nr, o.x, W, np.int64(0), a, b, buf, nr)
+        c0, c1 = q0 * nr, q1 * nr
+        begin_gates(w, o.c, o.xg, B, h3, c.lbr, n_hidden, c0, c1)
+        product_direct(w, o.c + c0, o.state, R, np.int64(0), q0, q1, buf, nr)
+        c1 = min(c1, 2 * n_hidden)
+        activate_gates(w, o.c + c0, o.c + c1, clip_at, c.f_code)
+        if not c.lbr:
+            reset_state(w, o.m, o.c, o.state, n_hidden, max(c0, n_hidden) - n_hidden, c1 - n_hidden)
+        return
+    q0, q1, u0, u1 = half_units(half, n_hidden, p)
+    if c.lbr:
+        candidate_lbr(w, o.c, o.xg, n_hidden, u0, u1)
+        hg = o.c + 2 * n_hidden
+    else:
+        begin_candidate(w, o.c2, o.xg, n_hidden, first, q0 * nr, q1 * nr)
+        product_direct(w, o.c2 + q0 * nr - first, o.m, R, np.int64(0), q0, q1, buf, nr)
+        hg = o.c2 + 2 * n_hidden - first
+    activate_gates(w, hg + u0, hg + u1, clip_at, c.g_code)
+    score = load(att, 0) if att.size > 0 else w.dtype.type(0)
+    update_state(w, o.c, hg, o.state, o.state, score, att.size > 0, y, 0, u0, u1)
+
+
+@kernel(exact=True)  # finish_row is inlined here
+def direct_part(lengths, att, y, ho, W, R, B, call, clip_at, work, iwork, worker):
+    """Worker ``worker`` (0 or 1) of a shared direct call, after ``direct_jobs``: the halves it
+    claims, then its own units of the outputs."""
+    c = read_call(call)
+    n_hidden = c.n_hidden
+    p = panels(n_hidden, work.itemsize)
+    o = direct_scratch(c.n_inputs, n_hidden, work.itemsize)
+    _, io = split_scratch(np.int64(1), c.n_inputs, n_hidden, work.itemsize, np.int64(CHUNK_ROWS))
+    length, other = lengths[0], 1 - worker
+    atomic_add(iwork, io.present + worker, 1)
+    for m in range(2 * length):
+        for k in range(2):
+            half = worker if k == 0 else other
+            if claim(iwork, io, m, half, other):
+                _direct_half(c, W, R, B, clip_at, att, y, m, half, work, o, o.panel + worker * K_ROWS * p.nr)
+                atomic_add(iwork, io.done + m, 1)
+        wait_item(iwork, io, m)
+    _, _, u0, u1 = half_units(worker, n_hidden, p)
+    finish_row(work, o.state, length == 0 and not c.keep, y, 0, c.y_step, length, 1, ho, 0, u0, u1)
+
+
+@kernel()
+def direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts):
+    """A shared direct call's set-up (the row of X, the state, no half claimed, no worker present),
+    then its two workers' jobs, written to the head of ``iwork`` and returned (an int64 array (2,
+    JOB_SIZE)), each run by the callback at ``parts`` (``planned.job_callback`` of 'direct_part').
+    W goes in the jobs' weights, R and B in their own places."""
+    c = read_call(call)
+    o = direct_scratch(c.n_inputs, c.n_hidden, work.itemsize)
+    scratch = iwork[2 * JOB_SIZE :]
+    _, io = split_scratch(np.int64(1), c.n_inputs, c.n_hidden, work.itemsize, np.int64(CHUNK_ROWS))
+    for j in range(c.n_hidden):
+        store(work, o.state + j, load(h0, j))
+    for k in range(c.n_inputs):
+        store(work, o.x + k, load(X, k))
+    for k in range(io.end):
+        store(scratch, k, 0)
+    jobs = iwork[: 2 * JOB_SIZE].reshape((2, JOB_SIZE))
+    for worker in range(2):
+        job = jobs[worker]
+        write_job(job, X, h0, lengths, lengths[:0], att, y, ho, W, call, clip, work, scratch)
+        job[_R], job[_R + 1], job[_B], job[_B + 1] = address_of(R), R.size, address_of(B), B.size
+        job[_TASK], job[_CALLBACK] = worker, parts
+    return jobs

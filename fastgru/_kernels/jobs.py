@@ -16,7 +16,9 @@ can hand them to a C callback (``callbacks.py``), which takes nothing else: the 
                        (``pair.jobs_worker``: the pair driver posts its worker 1),
     JOB["tasks"]       the address of the callback that runs a task of the driver: a block of the
                        parallel driver, a worker of a split row (``planned.task_callback``),
-    JOB["task"]        the task a job runs: a block of the parallel driver, a split row's worker.
+    JOB["task"]        the task a job runs: a block of the parallel driver, a split row's worker,
+    JOB["R"], JOB["B"] a shared direct call's R and B, address and size (its W is the weights:
+                       ``direct.direct_jobs``).
 """
 
 import numpy as np
@@ -39,9 +41,11 @@ JOB["state_offset"] = JOB["mailbox"] + 1
 JOB["worker"] = JOB["state_offset"] + 1
 JOB["tasks"] = JOB["worker"] + 1
 JOB["task"] = JOB["tasks"] + 1
+JOB["R"] = JOB["task"] + 1
+JOB["B"] = JOB["R"] + 2
 #: Whole 64-byte lines: the scratch after a driver's jobs (``rows.run_parallel``, ``split.split_jobs``) keeps the
 #: line alignment its atomic counters were laid out for.
-JOB_SIZE = -(-(JOB["task"] + 1) // 8) * 8
+JOB_SIZE = -(-(JOB["B"] + 2) // 8) * 8
 _WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
 _CLIP, _CALLBACK = JOB["clip"], JOB["callback"]
 

@@ -12,8 +12,9 @@ that runs it, and the posted jobs' address, rows and row length: ``post_jobs``).
 (nothing posted), POSTED, TAKEN (by the partner), FINISHED (by it), STOP (the partner leaves its
 loop).
 
-Two kinds of posting: a split row's worker 1 (``run_pair``), and a stack's later layers
-(``stack.run_stack_pair``). A call posts, runs its own part, then withdraws the posting if the
+Three kinds of posting: a split row's worker 1 (``run_pair``), a direct call's
+(``run_direct_pair``), and a stack's later layers (``stack.run_stack_pair``).
+A call posts, runs its own part, then withdraws the posting if the
 partner has not taken it (POSTED -> IDLE) and runs it itself: it never waits for a partner that
 has not started. Once the partner has taken a split row's worker 1, the two workers meet at every
 item (``split.py``), and the caller waits for the partner's last claimed half before it returns.
@@ -25,6 +26,7 @@ from numba import carray
 from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
 from .callbacks import Callbacks, call_job
+from .direct import direct_jobs
 from .jobs import run_jobs
 from .memory import aligned
 from .split import split_jobs
@@ -51,6 +53,22 @@ def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, 
 
     Returns 1 if the partner took worker 1, else 0 (this thread then ran worker 1's part too)."""
     jobs = split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts)
+    return share(jobs, mailbox, worker, parts)
+
+
+@kernel()
+def run_direct_pair(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, mailbox, worker, parts):
+    """A direct call (``direct.py``) of one direction shared as run_pair shares a split row: its
+    worker 0 here, its worker 1 posted; ``parts`` the address of the callback that runs a worker
+    (``planned.job_callback`` of 'direct_part'). Returns 1 if the partner took worker 1, else 0."""
+    jobs = direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts)
+    return share(jobs, mailbox, worker, parts)
+
+
+@kernel()
+def share(jobs, mailbox, worker, parts):
+    """Worker 1's job (jobs[1]) posted, worker 0's run here, then worker 1's here too if the partner
+    has not taken it. Returns 1 if the partner took it, else 0."""
     post_jobs(mailbox, worker, jobs, np.int64(1))
     call_job(parts, jobs[0])
     if finish(mailbox):

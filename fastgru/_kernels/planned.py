@@ -29,7 +29,9 @@ from numba import carray
 from .._config import kernel
 from .atomics import address_of, pointer_to
 from .callbacks import BF16, F32, F64, I8, Callbacks, call_job, weights_key
+from .direct import direct_part
 from .jobs import JOB, JOB_SIZE, SHAPED, job_arrays
+from .layout import read_call
 from .pair import SIZE as MAILBOX_SIZE
 from .pair import run_pair
 from .rows import run_parallel, run_serial
@@ -38,6 +40,7 @@ from .split import run_split, split_part
 _STEPS, _CALLBACK, _SHAPES = JOB["steps"], JOB["callback"], JOB["shapes"]
 _BLOCKS, _MAILBOX, _WORKER, _TASKS, _TASK = (JOB[name] for name in ("blocks", "mailbox", "worker", "tasks", "task"))
 _X, _H0, _LENGTHS, _ATT, _Y, _HO = (JOB[name] for name in SHAPED)
+_R, _B = JOB["R"], JOB["B"]
 
 
 @kernel(inline=True)
@@ -72,6 +75,18 @@ def _pair(job, like, weights_like):
     """run_pair's answer: 1 when the partner took worker 1."""
     mailbox = carray(pointer_to(job[_MAILBOX], job), (MAILBOX_SIZE,))
     return run_pair(*job_arrays(job, like, weights_like), mailbox, job[_WORKER], job[_TASKS])
+
+
+@kernel(inline=True)
+def _direct_part(job, like):
+    """A worker of a shared direct call (``direct.direct_jobs``: W in the weights, R and B apart)."""
+    _, _, lengths, _, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, like)
+    c = read_call(call)
+    W = weights.reshape((1, 3 * c.n_hidden, c.n_inputs))
+    R = carray(pointer_to(job[_R], like), (1, 3 * c.n_hidden, c.n_hidden))
+    B = carray(pointer_to(job[_B], like), (1, job[_B + 1]))
+    direct_part(lengths, att, y, ho, W, R, B, call, y.dtype.type(clip), work, iwork, job[_TASK])
+    return 0
 
 
 # The C callbacks, one per driver and element type of the weights (``callbacks.py``).
@@ -155,6 +170,14 @@ def _pair_i8(job):
     return _pair(carray(job, (JOB_SIZE,)), F32, I8)
 
 
+def _direct_part_f32(job):
+    return _direct_part(carray(job, (JOB_SIZE,)), F32)
+
+
+def _direct_part_f64(job):
+    return _direct_part(carray(job, (JOB_SIZE,)), F64)
+
+
 _JOBS = Callbacks(
     {
         (path, key): function
@@ -166,14 +189,16 @@ _JOBS = Callbacks(
             ("pair", (_pair_f32, _pair_f64, _pair_bf16, _pair_i8)),
         )
         for key, function in zip("fdHb", functions)
-    },
+    }
+    | {("direct_part", "f"): _direct_part_f32, ("direct_part", "d"): _direct_part_f64},
     threads={(path, key) for path in ("parallel", "split") for key in "fdHb"},
 )
 
 
 def job_callback(path, weights):
     """The address of a C callback that runs the driver of ``path`` (``_paths.PATHS``, whose 'serial'
-    also runs the parallel driver's tasks; 'part': a worker of a split row) on a job whose weights are ``weights``
+    also runs the parallel driver's tasks; 'part': a worker of a split row; 'direct_part': one of a
+    shared direct call, float weights only) on a job whose weights are ``weights``
     (their element type's): compiled (or loaded from the cache) once per process, and a function of
     its own, so that the kernels that call it (``run_planned``, ``stack.run_stack``, the parallel,
     split and pair drivers) do not each compile a copy of the driver."""

@@ -134,6 +134,24 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
 
 
 @kernel()
+def claim(iwork, io, m, half, other):
+    """Whether this worker (whose partner is ``other``) claims half ``half`` of item m. Before it
+    takes its partner's half, it gives a partner that is present PATIENCE_SPINS spins to claim it."""
+    if half == other and atomic_load(iwork, io.present + other) > 0:
+        spins = 0
+        while atomic_load(iwork, io.claims + 2 * m + other) == 0 and spins < PATIENCE_SPINS:
+            spins += 1
+    return atomic_swap(iwork, io.claims + 2 * m + half, 0, 1)
+
+
+@kernel()
+def wait_item(iwork, io, m):
+    """Wait until both halves of item m are done (by whichever worker claimed each)."""
+    while atomic_load(iwork, io.done + m) < 2:
+        spin_pause()
+
+
+@kernel()
 def split_setup(call, h0, state_rows, work, iwork):
     """Before the workers start: the state from h0, no item claimed or done, no worker present."""
     c = read_call(call)
@@ -162,11 +180,7 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
     for m in range(1 + n_phases * length):  # item 0: the projection; then the steps' phases
         for k in range(2):
             half = worker if k == 0 else other
-            if half == other and atomic_load(iwork, io.present + other) > 0:
-                spins = 0
-                while atomic_load(iwork, io.claims + 2 * m + other) == 0 and spins < PATIENCE_SPINS:
-                    spins += 1
-            if atomic_swap(iwork, io.claims + 2 * m + half, 0, 1):  # claimed by this worker
+            if claim(iwork, io, m, half, other):
                 if m == 0:
                     _project_half(X, c, weights, work, iwork, o, io, half, length)
                 else:
@@ -175,8 +189,7 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
                     cur, nxt = o.state + (s % 2) * n_hidden, o.state + ((s + 1) % 2) * n_hidden
                     _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt)
                 atomic_add(iwork, io.done + m, 1)
-        while atomic_load(iwork, io.done + m) < 2:
-            spin_pause()
+        wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)
     finish_row(
         work,
