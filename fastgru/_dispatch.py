@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from . import _paths, _scratch
+from . import _paths, _scratch, _tuning
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
-from ._kernels.direct import direct_ints, direct_scratch
+from ._kernels.direct import direct_ints, direct_scratch, run_direct
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._kernels.planned import task_callback
@@ -371,7 +371,11 @@ class DirectPlan:
         x, h, w, r, b, y, ho = self.views
         results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
         arrays = X[x], h0[h], lengths, att, results[0][y], results[-1][ho]
-        _paths.direct(arrays, (W[w], R[r], B[b]), self.call, self.clip, self.scratch, *self.shares)
+        n_dirs, n_hidden, flops = self.shares
+        if n_dirs == 1 and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:  # it may share
+            _paths.direct(arrays, (W[w], R[r], B[b]), self.call, self.clip, self.scratch, n_dirs, n_hidden, flops)
+        else:  # the kernel at once: a small call's Python is most of its time
+            run_direct(*arrays, W[w], R[r], B[b], self.call, self.clip, _scratch.work(self.scratch[0], 0, dt)[0])
         return results
 
 
