@@ -15,7 +15,7 @@ import numpy as np
 from . import _paths, _scratch, _tuning
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
-from ._kernels.direct import direct_ints, direct_scratch, run_direct
+from ._kernels.direct import direct_ints, direct_scratch
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._kernels.planned import task_callback
@@ -375,7 +375,7 @@ class DirectPlan:
         if n_dirs == 1 and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:  # it may share
             _paths.direct(arrays, (W[w], R[r], B[b]), self.call, self.clip, self.scratch, n_dirs, n_hidden, flops)
         else:  # the kernel at once: a small call's Python is most of its time
-            run_direct(*arrays, W[w], R[r], B[b], self.call, self.clip, _scratch.work(self.scratch[0], 0, dt)[0])
+            _paths.run_direct(*arrays, W[w], R[r], B[b], self.call, self.clip, _scratch.work(self.scratch[0], 0, dt)[0])
         return results
 
 

@@ -73,26 +73,52 @@ def direct(arrays, weights, call, clip, scratch, n_dirs, n_hidden, flops, path=N
 
     Shared with the partner thread (``run_direct_pair``) where ``choose`` gives a call of one
     direction and these products the pair path, when the partner and a second thread of the budget
-    come, as ``_pair`` leases them; else ``run_direct`` on this thread. ``path`` 'serial' or 'pair'
+    come (``with_partner``); else ``run_direct`` on this thread. ``path`` 'serial' or 'pair'
     forces one (a forced pair without the partner runs both halves here, as ``_pair`` does)."""
     floats, ints, dtype = scratch
     forced = path is not None
     if path is None:
         path = "pair" if n_dirs == 1 and choose(1, 1, 1, n_hidden, flops) == "pair" else "serial"
     if path == "pair":
-        partner = _partner.PARTNER
-        with partner.lease(wake=flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
-            with lease(min(2, requested()) if taken else 1) as granted:
-                if granted > 1 or forced:
-                    mailbox = partner.mailbox if granted > 1 else _scratch.mailbox()  # the latter: nobody serves it
-                    work, iwork = _scratch.work(floats, ints, dtype)
-                    parts = job_callback("direct_part", weights[0])
-                    run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
-                    return "run_direct_pair"
-                run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
-                return "run_direct"
+        with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
+            if mailbox is not None or forced:
+                mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
+                work, iwork = _scratch.work(floats, ints, dtype)
+                parts = job_callback("direct_part", weights[0])
+                run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
+                return "run_direct_pair"
+            run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
+            return "run_direct"
     run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
     return "run_direct"
+
+
+def with_partner(wake):
+    """``with with_partner(wake) as mailbox:`` the partner thread and a second thread of the budget
+    for one one-row call: the partner's mailbox, or None when the call runs on its own thread (the
+    partner neither spins nor comes, another call has it, or the budget is spent). ``wake``: the call
+    is long enough to wake a sleeping partner; else it takes the partner only if it spins
+    (``_partner.Partner``)."""
+    return _WithPartner(wake)
+
+
+class _WithPartner:
+    __slots__ = ("partner", "budget")
+
+    def __init__(self, wake):
+        self.partner = _partner.PARTNER.lease(wake and requested() > 1)  # a forked child makes its own
+        self.budget = None
+
+    def __enter__(self):
+        if not self.partner.__enter__():
+            return None
+        self.budget = lease(min(2, requested()))
+        return self.partner.partner.mailbox if self.budget.__enter__() > 1 else None
+
+    def __exit__(self, *exc):
+        if self.budget is not None:
+            self.budget.__exit__(*exc)
+        return self.partner.__exit__(*exc)
 
 
 def _serial(packed, n, s, arrays, strides, keep):
@@ -112,15 +138,10 @@ def _pair(packed, n, s, arrays, strides, keep, flops, forced):
     """A one-row call with the partner thread when it can have it and the budget leaves a thread for
     it; else on this thread alone, with the serial kernel (a split row alone is slower), or, when
     the path is forced, with run_pair and this thread's own mailbox, which nobody serves."""
-    partner = _partner.PARTNER  # a forked child makes its own
-    with partner.lease(wake=flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
-        if taken:
-            with lease(min(2, requested())) as granted:
-                if granted > 1:
-                    _split(run_pair, packed, s, arrays, strides, keep, partner.mailbox, *_pair_callbacks(packed))
-                    return "run_pair"
-        if forced:
-            _split(run_pair, packed, s, arrays, strides, keep, _scratch.mailbox(), *_pair_callbacks(packed))
+    with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
+        if mailbox is not None or forced:
+            mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
+            _split(run_pair, packed, s, arrays, strides, keep, mailbox, *_pair_callbacks(packed))
             return "run_pair"
         return _serial(packed, n, s, arrays, strides, keep)
 

@@ -31,7 +31,6 @@ from ._dispatch import LENGTH_DTYPES, NO_ROWS
 from ._kernels.jobs import JOB, JOB_SIZE
 from ._kernels.pair import jobs_worker
 from ._kernels.planned import job_callback, planned
-from ._threading import lease, requested
 from ._validate import check_lengths
 
 
@@ -137,13 +136,11 @@ class Plan:
             if self.pair_job is None:
                 answer = self.run(X, h0, lengths, A, results[0], results[-1], self.job)
             else:  # as _paths._pair: the partner if it comes, and a second thread of the budget
-                partner = self.partner
-                if partner is not _partner.PARTNER or not partner.enabled:
+                if self.partner is not _partner.PARTNER or not self.partner.enabled:
                     return None
-                with partner.lease(wake=self.wake and requested() > 1) as taken:
-                    with lease(min(2, requested()) if taken else 1) as granted:
-                        job = self.pair_job if granted > 1 else self.job
-                        answer = self.run(X, h0, lengths, A, results[0], results[-1], job)
+                with _paths.with_partner(self.wake) as mailbox:
+                    job = self.job if mailbox is None else self.pair_job
+                    answer = self.run(X, h0, lengths, A, results[0], results[-1], job)
         except TypeError:  # another type than the plan's
             return None
         return None if answer < 0 else results

@@ -32,7 +32,7 @@ from ._kernels.pair import jobs_worker
 from ._kernels.planned import job_callback
 from ._kernels.stack import run_stack, run_stack_pair
 from ._ops import GRUSequence
-from ._paths import _plan, choose
+from ._paths import _plan, choose, with_partner
 from ._threading import lease, requested
 from ._validate import (
     FastGRUError,
@@ -245,12 +245,11 @@ class GRUStack:
                 ways, jobs = layout.ways(paths, granted, None, forced)
                 run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         elif "pair" in paths:
-            partner = _partner.PARTNER
-            with partner.lease(wake=layout.flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
-                with lease(min(2, requested()) if taken else 1) as granted:
-                    mailbox = partner.mailbox if granted > 1 else _scratch.mailbox() if forced else None
-                    ways, jobs = layout.ways(paths, granted, mailbox, forced)
-                    run_stack(X, h0, lengths, state_rows, y, ho, jobs)
+            with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
+                granted = 1 if mailbox is None else 2
+                mailbox = _scratch.mailbox() if mailbox is None and forced else mailbox
+                ways, jobs = layout.ways(paths, granted, mailbox, forced)
+                run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         else:
             ways, jobs = layout.ways(paths, 1, None, forced)
             run_stack(X, h0, lengths, state_rows, y, ho, jobs)
@@ -261,14 +260,12 @@ class GRUStack:
         have it and a second thread; ``forced``: with this thread's own mailbox otherwise, which
         nobody serves (this thread then runs every layer). Returns None if it did not run, else
         whether the partner took its layers."""
-        partner = _partner.PARTNER
-        with partner.lease(wake=layout.flops >= _tuning.PAIR_WAKE_FLOPS and requested() > 1) as taken:
-            with lease(min(2, requested()) if taken else 1) as granted:
-                if granted == 1 and not forced:
-                    return None
-                mailbox = partner.mailbox if granted > 1 else _scratch.mailbox()
-                jobs, progress = layout.wave_jobs(mailbox)
-                return bool(run_stack_pair(*arrays, jobs, layout.cut, progress, mailbox, jobs_worker()))
+        with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
+            if mailbox is None and not forced:
+                return None
+            mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
+            jobs, progress = layout.wave_jobs(mailbox)
+            return bool(run_stack_pair(*arrays, jobs, layout.cut, progress, mailbox, jobs_worker()))
 
     def _layout(self, n, s, keep):
         layouts = self._layouts.__dict__
