@@ -112,7 +112,8 @@ class _WithPartner:
     def __enter__(self):
         if not self.partner.__enter__():
             return None
-        self.budget = lease(min(2, requested()))
+        count = requested()
+        self.budget = lease(min(2, count), count)
         return self.partner.partner.mailbox if self.budget.__enter__() > 1 else None
 
     def __exit__(self, *exc):

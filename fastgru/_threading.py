@@ -107,13 +107,14 @@ def _pool_started():
 # ------------------------------------------------------------------------------ the budget
 
 
-def lease(wanted):
+def lease(wanted, count=None):
     """``with lease(wanted) as granted:`` threads for one call that shares its work: up to ``wanted``
     of the budget, its calling thread included, and the calling thread's Numba count set to
     ``granted`` meanwhile. When fewer than two are left, granted is 1: the call runs alone on its
     own thread, as a serial call does, and holds nothing of the budget. So the calls that share
-    their work never hold more than BUDGET threads together, and no call waits."""
-    return _Lease(wanted)
+    their work never hold more than BUDGET threads together, and no call waits. ``count``: the
+    calling thread's count (``requested()``), when the caller has just read it."""
+    return _Lease(wanted, requested() if count is None else count)
 
 
 class _Lease:
@@ -122,8 +123,8 @@ class _Lease:
 
     __slots__ = ("wanted", "granted", "count")
 
-    def __init__(self, wanted):
-        self.wanted = wanted
+    def __init__(self, wanted, count):
+        self.wanted, self.count = wanted, count
 
     def __enter__(self):
         with _lock:
@@ -136,7 +137,7 @@ class _Lease:
             else:
                 _state["busy"] += granted
                 _state["regions"] += 1
-        self.granted, self.count = granted, requested()
+        self.granted = granted
         if granted != self.count:
             request(granted)  # the pool runs: unchecked (1 <= granted <= BUDGET)
         return granted

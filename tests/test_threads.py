@@ -114,8 +114,8 @@ def test_many_python_threads_at_once_give_serial_answers(monkeypatch):
     lease = _threading.lease
 
     @contextlib.contextmanager
-    def watched(wanted):
-        with lease(wanted) as granted:
+    def watched(wanted, *count):
+        with lease(wanted, *count) as granted:
             busy = _threading.busy()  # read inside the lease: this call's grant is counted in it
             grants.append(granted)
             if busy > _threading.BUDGET:
