@@ -370,12 +370,13 @@ class DirectPlan:
             return None
         x, h, w, r, b, y, ho = self.views
         results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
-        arrays = X[x], h0[h], lengths, att, results[0][y], results[-1][ho]
+        X, h0, W, R, B, y, ho = X[x], h0[h], W[w], R[r], B[b], results[0][y], results[-1][ho]
         n_dirs, n_hidden, flops = self.shares
-        if n_dirs == 1 and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:  # it may share
-            _paths.direct(arrays, (W[w], R[r], B[b]), self.call, self.clip, self.scratch, n_dirs, n_hidden, flops)
-        else:  # the kernel at once: a small call's Python is most of its time
-            _paths.run_direct(*arrays, W[w], R[r], B[b], self.call, self.clip, _scratch.work(self.scratch[0], 0, dt)[0])
+        if n_hidden < _tuning.PAIR_FROM_HIDDEN or n_dirs > 1 or flops < _tuning.PAIR_FROM_FLOPS:  # never shared
+            work = _scratch.work(self.scratch[0], 0, dt)[0]  # the kernel at once: Python is most of a small call
+            _paths.run_direct(X, h0, lengths, att, y, ho, W, R, B, self.call, self.clip, work)
+        else:
+            _paths.direct((X, h0, lengths, att, y, ho), (W, R, B), self.call, self.clip, self.scratch, *self.shares)
         return results
 
 
