@@ -12,12 +12,12 @@ that runs it, and the posted jobs' address, rows and row length: ``post_jobs``).
 (nothing posted), POSTED, TAKEN (by the partner), FINISHED (by it), STOP (the partner leaves its
 loop).
 
-Three kinds of posting: a split row's worker 1 (``run_pair``), a direct call's
-(``run_direct_pair``), and a stack's later layers (``stack.run_stack_pair``).
-A call posts, runs its own part, then withdraws the posting if the
-partner has not taken it (POSTED -> IDLE) and runs it itself: it never waits for a partner that
-has not started. Once the partner has taken a split row's worker 1, the two workers meet at every
-item (``split.py``), and the caller waits for the partner's last claimed half before it returns.
+Three kinds of posting: a split row's worker 1 (``run_pair``), a direct call's (``run_direct_pair``),
+and a stack's later layers (``stack.run_stack_pair``). A call posts, runs its own part, then
+withdraws the posting if the partner has not taken it (POSTED -> IDLE) and runs it itself: it never
+waits for a partner that has not started. Once the partner has taken a split row's (or a direct
+call's) worker 1, the two workers meet at every item (``split.py``), and the caller waits for the
+partner's last claimed half before it returns.
 """
 
 import numpy as np
