@@ -18,7 +18,7 @@ from ._compact import check_weight_dtype, pack_compact
 from ._kernels.direct import direct_ints, direct_scratch
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
-from ._kernels.planned import job_callback, task_callback
+from ._kernels.planned import task_callback
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 #: The sequence lengths' dtypes that the short paths (``DirectPlan``, ``_plan.Plan``) take as they
@@ -373,9 +373,8 @@ class DirectPlan:
         X, h0, W, R, B, y, ho = X[x], h0[h], W[w], R[r], B[b], results[0][y], results[-1][ho]
         n_dirs, n_hidden, flops = self.shares
         if n_hidden < _tuning.PAIR_FROM_HIDDEN or n_dirs > 1 or flops < _tuning.PAIR_FROM_FLOPS:  # never shared
-            work, iwork = _scratch.work(*self.scratch)  # the kernel at once: Python is most of a small call
-            parts = job_callback("direct_part", W)
-            _paths.run_direct(X, h0, lengths, att, y, ho, W, R, B, self.call, self.clip, work, iwork, parts)
+            work = _scratch.work(self.scratch[0], 0, dt)[0]  # the kernel at once: Python is most of a small call
+            _paths.run_direct(X, h0, lengths, att, y, ho, W, R, B, self.call, self.clip, work)
         else:
             _paths.direct((X, h0, lengths, att, y, ho), (W, R, B), self.call, self.clip, self.scratch, *self.shares)
         return results

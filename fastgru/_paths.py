@@ -69,27 +69,27 @@ def run(packed, path, n, s, arrays, strides, keep):
 def direct(arrays, weights, call, clip, scratch, n_dirs, n_hidden, flops, path=None):
     """A direct call (``direct.py``: one row and one step from the caller's W, R and B) on the
     kernels' ``arrays`` (X, h0, lengths, att, y, ho) and ``weights`` (W, R, B), with its ``scratch``
-    (floats, ints, dtype); returns the name of the kernel that ran. Either kernel runs the workers
-    of ``direct.direct_part`` through their callback, compiled once.
+    (floats, ints, dtype); returns the name of the kernel that ran.
 
     Shared with the partner thread (``run_direct_pair``) where ``choose`` gives a call of one
     direction and these products the pair path, when the partner and a second thread of the budget
     come (``with_partner``); else ``run_direct`` on this thread. ``path`` 'serial' or 'pair'
     forces one (a forced pair without the partner runs both halves here, as ``_pair`` does)."""
+    floats, ints, dtype = scratch
     forced = path is not None
     if path is None:
         path = "pair" if n_dirs == 1 and choose(1, 1, 1, n_hidden, flops) == "pair" else "serial"
-    work, iwork = _scratch.work(*scratch)
-    parts = job_callback("direct_part", weights[0])
     if path == "pair":
         with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
             if mailbox is not None or forced:
                 mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
+                work, iwork = _scratch.work(floats, ints, dtype)
+                parts = job_callback("direct_part", weights[0])
                 run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
                 return "run_direct_pair"
-            run_direct(*arrays, *weights, call, clip, work, iwork, parts)
+            run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
             return "run_direct"
-    run_direct(*arrays, *weights, call, clip, work, iwork, parts)
+    run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
     return "run_direct"
 
 

@@ -9,19 +9,16 @@ multiplies it (``layout.pack_panel``): W and R are read once, and nothing is kep
 The panels, the micro-kernel and the stage functions are the other drivers', and a sum's C is
 stored and loaded between two runs of k rows exactly: the results have the same bits.
 
-A direction's step is two workers (``direct_part``), each the split driver's protocol of claims
-(``split.py``) over the step's two phases. Phase 0: X·Wᵀ + bias of half the panels, then H·Rᵀ of
-half the z and r panels (all panels for linear_before_reset), f, and r ⊙ H; phase 1: the h gate
-and the update of half the units. ``run_direct`` runs both workers on the calling thread, one after
-the other (the first takes every half); ``pair.run_direct_pair`` shares a call of one direction
-with the partner thread: each worker packs into a panel buffer of its own and reads half of W and
-R, and the two meet once in the step. Either way each panel's sums are the same, and so are the
-bits. The workers run through one C callback (``planned.job_callback`` of 'direct_part'), so that
-their code is compiled once for both.
+A call of one direction can also be shared with the partner thread (``pair.run_direct_pair``): two
+workers, each the split driver's protocol of claims (``split.py``) over the step's two phases.
+Phase 0: X·Wᵀ + bias of half the panels, then H·Rᵀ of half the z and r panels (all panels for
+linear_before_reset), f, and r ⊙ H; phase 1: the h gate and the update of half the units. Each
+worker packs into a panel buffer of its own, and reads half of W and R: the two halves meet once
+in the step, and the results are the serial direct call's, bit for bit.
 
 Arguments as in ``layout.py`` (N = S = 1, any D), with W (D, 3H, I), R (D, 3H, H) and B (D, 3H or
-4H; [Bz, Br, Bh] or [Bz, Br, Wbh, Rbh]) instead of the packed weights, ``work`` at least
-``direct_scratch(...).end`` elements and ``iwork`` ``direct_ints(...)``.
+4H; [Bz, Br, Bh] or [Bz, Br, Wbh, Rbh]) instead of the packed weights, and ``work`` at least
+``direct_scratch(...).end`` elements (``iwork``, a shared call's, ``direct_ints(...)``).
 """
 
 from collections import namedtuple
@@ -31,7 +28,6 @@ import numpy as np
 from .._config import kernel
 from .._tuning import CHUNK_ROWS
 from .atomics import address_of, atomic_add
-from .callbacks import call_job
 from .jobs import JOB, JOB_SIZE, write_job
 from .layout import _lines, pack_panel, panels, read_call, split_scratch
 from .memory import load, store
@@ -66,7 +62,7 @@ def direct_scratch(n_inputs, n_hidden, itemsize):
 
 @kernel()
 def direct_ints(n_inputs, n_hidden, itemsize):
-    """The int64 scratch of a direct call: its two workers' jobs, then the claims (``split_scratch``'s
+    """The int64 scratch of a shared direct call: its two jobs, then the claims (``split_scratch``'s
     index of one step)."""
     return 2 * JOB_SIZE + split_scratch(np.int64(1), n_inputs, n_hidden, itemsize, np.int64(CHUNK_ROWS))[1].end
 
@@ -83,16 +79,43 @@ def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
             tile_fma(w, co + (q - q0) * nr, 0, w, ao + k0, w, buf, 0, k1 - k0, 1, 1, PANEL_VECTORS)
 
 
-@kernel()
-def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts):
-    """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread: each
-    direction's two workers (``direct_jobs``) in turn, through the callback at ``parts``
-    (``planned.job_callback`` of 'direct_part'). Worker 0 takes both halves of each phase (its
-    partner is not there); worker 1 then writes its units of the outputs."""
-    for d in range(read_call(call).n_dirs):
-        jobs = direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts, d)
-        call_job(parts, jobs[0])
-        call_job(parts, jobs[1])
+@kernel(exact=True)  # the stages are inlined here: their sums must not contract
+def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
+    """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread."""
+    c = read_call(call)
+    n_hidden, n_inputs = c.n_hidden, c.n_inputs
+    p = panels(n_hidden, y.itemsize)
+    nr, first = p.nr, p.p2 * p.nr
+    o = direct_scratch(n_inputs, n_hidden, y.itemsize)
+    clip_at = y.dtype.type(clip)
+    length, w = lengths[0], work
+    for d in range(c.n_dirs):
+        so, yo, bias_at = d * c.s_dir, d * c.y_dir, d * B.shape[1]
+        for j in range(n_hidden):
+            store(w, o.state + j, load(h0, so + j))
+        if length > 0:
+            for k in range(n_inputs):
+                store(w, o.x + k, load(X, k))
+            for col in range(3 * n_hidden):  # X·Wᵀ + bias: the bias first, as products.project
+                store(w, o.xg + col, load(B, bias_at + col))
+            for col in range(3 * n_hidden, p.n * nr):
+                store(w, o.xg + col, 0)
+            product_direct(w, o.xg, o.x, W, d, np.int64(0), p.n, o.panel, nr)
+            begin_gates(w, o.c, o.xg, B, bias_at + 3 * n_hidden, c.lbr, n_hidden, 0, p.n * nr)
+            product_direct(w, o.c, o.state, R, d, np.int64(0), p.n if c.lbr else p.p1, o.panel, nr)
+            activate_gates(w, o.c, o.c + 2 * n_hidden, clip_at, c.f_code)
+            if c.lbr:
+                candidate_lbr(w, o.c, o.xg, n_hidden, 0, n_hidden)
+                hg = o.c + 2 * n_hidden
+            else:
+                reset_state(w, o.m, o.c, o.state, n_hidden, 0, n_hidden)
+                begin_candidate(w, o.c2, o.xg, n_hidden, first, first, p.n * nr)
+                product_direct(w, o.c2, o.m, R, d, p.p2, p.n, o.panel, nr)
+                hg = o.c2 + 2 * n_hidden - first
+            activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
+            score = load(att, 0) if att.size > 0 else w.dtype.type(0)
+            update_state(w, o.c, hg, o.state, o.state, score, att.size > 0, y, yo, 0, n_hidden)
+        finish_row(w, o.state, length == 0 and not c.keep, y, yo, c.y_step, length, 1, ho, so, 0, n_hidden)
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
@@ -154,27 +177,25 @@ def direct_part(lengths, att, y, ho, W, R, B, call, clip_at, work, iwork, worker
 
 
 @kernel()
-def direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts, d):
-    """Direction d's set-up (the row of X, the state, no half claimed, no worker present), then its
-    two workers' jobs, written to the head of ``iwork`` and returned (an int64 array (2,
-    JOB_SIZE)), each run by the callback at ``parts``. The jobs point at direction d's part of W
-    (their weights), R and B (their own places), Y and Ho."""
+def direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts):
+    """A shared direct call's set-up (the row of X, the state, no half claimed, no worker present),
+    then its two workers' jobs, written to the head of ``iwork`` and returned (an int64 array (2,
+    JOB_SIZE)), each run by the callback at ``parts`` (``planned.job_callback`` of 'direct_part').
+    W goes in the jobs' weights, R and B in their own places."""
     c = read_call(call)
     o = direct_scratch(c.n_inputs, c.n_hidden, work.itemsize)
     scratch = iwork[2 * JOB_SIZE :]
     _, io = split_scratch(np.int64(1), c.n_inputs, c.n_hidden, work.itemsize, np.int64(CHUNK_ROWS))
     for j in range(c.n_hidden):
-        store(work, o.state + j, load(h0, d * c.s_dir + j))
+        store(work, o.state + j, load(h0, j))
     for k in range(c.n_inputs):
         store(work, o.x + k, load(X, k))
-    for k in range(io.offsets):  # the claims, the halves done, the workers present
+    for k in range(io.end):
         store(scratch, k, 0)
-    y_d = y.reshape(y.size)[d * c.y_dir :]
-    ho_d = ho.reshape(ho.size)[d * c.s_dir :]
     jobs = iwork[: 2 * JOB_SIZE].reshape((2, JOB_SIZE))
     for worker in range(2):
         job = jobs[worker]
-        write_job(job, X, h0, lengths, lengths[:0], att, y_d, ho_d, W[d], call, clip, work, scratch)
-        job[_R], job[_R + 1], job[_B], job[_B + 1] = address_of(R[d]), R[d].size, address_of(B[d]), B[d].size
+        write_job(job, X, h0, lengths, lengths[:0], att, y, ho, W, call, clip, work, scratch)
+        job[_R], job[_R + 1], job[_B], job[_B + 1] = address_of(R), R.size, address_of(B), B.size
         job[_TASK], job[_CALLBACK] = worker, parts
     return jobs

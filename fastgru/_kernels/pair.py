@@ -61,7 +61,7 @@ def run_direct_pair(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork
     """A direct call (``direct.py``) of one direction shared as run_pair shares a split row: its
     worker 0 here, its worker 1 posted; ``parts`` the address of the callback that runs a worker
     (``planned.job_callback`` of 'direct_part'). Returns 1 if the partner took worker 1, else 0."""
-    jobs = direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts, np.int64(0))
+    jobs = direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts)
     return share(jobs, mailbox, worker, parts)
 
 
