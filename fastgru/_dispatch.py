@@ -15,7 +15,7 @@ import numpy as np
 from . import _paths, _scratch, _tuning
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
-from ._kernels.direct import direct_ints, direct_scratch
+from ._kernels.direct import direct_scratch
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._kernels.planned import task_callback
@@ -242,13 +242,13 @@ class Unpacked(Packed):
         self._describe(spec)
         self.weights = None
         self.weight_dtype = self.compute_dtype.name
-        itemsize = self.compute_dtype.itemsize
-        #: The direct driver's scratch: floats, ints (a shared call's) and dtype (``_paths.direct``).
+        #: The direct driver's float scratch and its dtype (``_paths.direct``).
         self._scratch = (
-            direct_scratch(self.n_inputs, self.n_hidden, itemsize).end,
-            direct_ints(self.n_inputs, self.n_hidden, itemsize),
+            direct_scratch(self.n_inputs, self.n_hidden, self.compute_dtype.itemsize).end,
             self.compute_dtype,
         )
+        #: What ``_paths.direct`` chooses by: directions, hidden units, the products' flops.
+        self._shares = self.n_dirs, self.n_hidden, self.flops(1, 1)
 
     def with_weights(self, W, R, B):
         """A copy of this template that computes with W, R and B."""
@@ -265,12 +265,8 @@ class Unpacked(Packed):
         X, h0, lengths, _, att, y, ho = arrays
         direct_arrays = X, h0, lengths, att, y, ho
         return _paths.direct(
-            direct_arrays, self.weights, self._direct_call(), self.clip, self._scratch, *self._shares(), path
+            direct_arrays, self.weights, self._direct_call(), self.clip, self._scratch, *self._shares, path
         )
-
-    def _shares(self):
-        """What ``_paths.direct`` chooses by: directions, hidden units, the products' flops."""
-        return self.n_dirs, self.n_hidden, self.flops(1, 1)
 
     def _direct_call(self):
         call = self.memo.get("direct")
@@ -319,7 +315,7 @@ class DirectPlan:
         self.lengths = template._ones_for(1)  # the cell's: one step; only read
         self.no_att = template._no_att
         self.call, self.clip, self.scratch = template._direct_call(), template.clip, template._scratch
-        self.shares = template._shares()
+        self.shares = template._shares
         self.no_bias = np.zeros((d, 3 * h), dtype=self.dtype) if B is None else None  # packing_inputs' zeros
 
     @classmethod

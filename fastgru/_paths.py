@@ -8,8 +8,11 @@ share work lease their threads from the process-wide budget (``_threading.lease`
 least the calling thread: a call never waits for threads.
 """
 
+import contextlib
+import functools
+
 from . import _partner, _scratch, _tuning
-from ._kernels.direct import run_direct
+from ._kernels.direct import direct_ints, run_direct
 from ._kernels.jobs import JOB_SIZE
 from ._kernels.layout import rows_scratch, split_scratch
 from ._kernels.pair import jobs_worker, run_direct_pair, run_pair
@@ -69,52 +72,62 @@ def run(packed, path, n, s, arrays, strides, keep):
 def direct(arrays, weights, call, clip, scratch, n_dirs, n_hidden, flops, path=None):
     """A direct call (``direct.py``: one row and one step from the caller's W, R and B) on the
     kernels' ``arrays`` (X, h0, lengths, att, y, ho) and ``weights`` (W, R, B), with its ``scratch``
-    (floats, ints, dtype); returns the name of the kernel that ran.
+    (floats, dtype); returns the name of the kernel that ran.
 
     Shared with the partner thread (``run_direct_pair``) where ``choose`` gives a call of one
     direction and these products the pair path, when the partner and a second thread of the budget
     come (``with_partner``); else ``run_direct`` on this thread. ``path`` 'serial' or 'pair'
     forces one (a forced pair without the partner runs both halves here, as ``_pair`` does)."""
-    floats, ints, dtype = scratch
+    floats, dtype = scratch
     forced = path is not None
     if path is None:
         path = "pair" if n_dirs == 1 and choose(1, 1, 1, n_hidden, flops) == "pair" else "serial"
-    if path == "pair":
-        with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
-            if mailbox is not None or forced:
-                mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
-                work, iwork = _scratch.work(floats, ints, dtype)
-                parts = job_callback("direct_part", weights[0])
-                run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
-                return "run_direct_pair"
+    threads = with_partner(flops >= _tuning.PAIR_WAKE_FLOPS, forced) if path == "pair" else _ALONE
+    with threads as mailbox:
+        if mailbox is None:
             run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
             return "run_direct"
-    run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
-    return "run_direct"
+        work, iwork = _scratch.work(floats, _direct_ints(weights[0].shape[2], n_hidden, dtype.itemsize), dtype)
+        parts = job_callback("direct_part", weights[0])
+        run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
+        return "run_direct_pair"
 
 
-def with_partner(wake):
-    """``with with_partner(wake) as mailbox:`` the partner thread and a second thread of the budget
-    for one one-row call: the partner's mailbox, or None when the call runs on its own thread (the
-    partner neither spins nor comes, another call has it, or the budget is spent). ``wake``: the call
-    is long enough to wake a sleeping partner; else it takes the partner only if it spins
-    (``_partner.Partner``)."""
-    return _WithPartner(wake)
+#: ``with_partner``'s stand-in for a call that runs on its own thread.
+_ALONE = contextlib.nullcontext()
+
+
+@functools.lru_cache(maxsize=256)
+def _direct_ints(n_inputs, n_hidden, itemsize):
+    """``direct_ints``, computed (and compiled) on the first shared call of these sizes only: the
+    one-row calls that never share do not pay for its compilation on their first call."""
+    return direct_ints(n_inputs, n_hidden, itemsize)
+
+
+def with_partner(wake, forced=False):
+    """``with with_partner(wake, forced) as mailbox:`` the partner thread and a second thread of the
+    budget for one one-row call: the partner's mailbox; else (the partner neither spins nor comes,
+    another call has it, or the budget is spent) None, when the call runs on its own thread, or,
+    ``forced``, this thread's own mailbox, which nobody serves (the calling thread then runs the
+    partner's part too). ``wake``: the call is long enough to wake a sleeping partner; else it takes
+    the partner only if it spins (``_partner.Partner``)."""
+    return _WithPartner(wake, forced)
 
 
 class _WithPartner:
-    __slots__ = ("partner", "budget")
+    __slots__ = ("partner", "budget", "forced")
 
-    def __init__(self, wake):
+    def __init__(self, wake, forced):
         self.partner = _partner.PARTNER.lease(wake and requested() > 1)  # a forked child makes its own
-        self.budget = None
+        self.budget, self.forced = None, forced
 
     def __enter__(self):
-        if not self.partner.__enter__():
-            return None
-        count = requested()
-        self.budget = lease(min(2, count), count)
-        return self.partner.partner.mailbox if self.budget.__enter__() > 1 else None
+        if self.partner.__enter__():
+            count = requested()
+            self.budget = lease(min(2, count), count)
+            if self.budget.__enter__() > 1:
+                return self.partner.partner.mailbox
+        return _scratch.mailbox() if self.forced else None
 
     def __exit__(self, *exc):
         if self.budget is not None:
@@ -139,9 +152,8 @@ def _pair(packed, n, s, arrays, strides, keep, flops, forced):
     """A one-row call with the partner thread when it can have it and the budget leaves a thread for
     it; else on this thread alone, with the serial kernel (a split row alone is slower), or, when
     the path is forced, with run_pair and this thread's own mailbox, which nobody serves."""
-    with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
-        if mailbox is not None or forced:
-            mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
+    with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS, forced) as mailbox:
+        if mailbox is not None:
             _split(run_pair, packed, s, arrays, strides, keep, mailbox, *_pair_callbacks(packed))
             return "run_pair"
         return _serial(packed, n, s, arrays, strides, keep)

@@ -245,10 +245,8 @@ class GRUStack:
                 ways, jobs = layout.ways(paths, granted, None, forced)
                 run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         elif "pair" in paths:
-            with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
-                granted = 1 if mailbox is None else 2
-                mailbox = _scratch.mailbox() if mailbox is None and forced else mailbox
-                ways, jobs = layout.ways(paths, granted, mailbox, forced)
+            with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS, forced) as mailbox:
+                ways, jobs = layout.ways(paths, 1, mailbox, forced)  # 1: no layer here runs Numba's threads
                 run_stack(X, h0, lengths, state_rows, y, ho, jobs)
         else:
             ways, jobs = layout.ways(paths, 1, None, forced)
@@ -260,10 +258,9 @@ class GRUStack:
         have it and a second thread; ``forced``: with this thread's own mailbox otherwise, which
         nobody serves (this thread then runs every layer). Returns None if it did not run, else
         whether the partner took its layers."""
-        with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS) as mailbox:
-            if mailbox is None and not forced:
+        with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS, forced) as mailbox:
+            if mailbox is None:
                 return None
-            mailbox = _scratch.mailbox() if mailbox is None else mailbox  # the former: nobody serves it
             jobs, progress = layout.wave_jobs(mailbox)
             return bool(run_stack_pair(*arrays, jobs, layout.cut, progress, mailbox, jobs_worker()))
 
