@@ -81,6 +81,15 @@ def compiled_line():
     )
 
 
+def peer_line(machine):
+    """The machine and ONNX Runtime beside fastgru, as a small-call table's note starts."""
+    return (
+        f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for "
+        f"{machine['compiled_for']}), {machine['numba_threads']} threads, ONNX Runtime "
+        f"{machine.get('onnxruntime', '?')} with IOBinding on {machine['peer_threads']} threads"
+    )
+
+
 def _cpu_model():
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -66,6 +66,8 @@ def child(spinning, rounds, calls):
 
 
 def markdown(results, machine, args):
+    from conftest import peer_line
+
     lines = [
         "| ONNX Runtime's workers | processes | " + " | ".join(COLUMNS.values()) + " |",
         "|---|---|" + "---|" * len(COLUMNS),
@@ -80,9 +82,7 @@ def markdown(results, machine, args):
         lines.append(f"| {label} | {len(runs)} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for {machine['compiled_for']}), "
-        f"{machine['numba_threads']} threads; ONNX Runtime {machine.get('onnxruntime', '?')} with IOBinding on "
-        f"{machine['peer_threads']} threads; GRUCell b1 i256 h256 float32 `cell(x, h, out=h)`; medians of "
+        f"{peer_line(machine)}; GRUCell b1 i256 h256 float32 `cell(x, h, out=h)`; medians of "
         f"{args.rounds} rounds of {args.calls} calls per process, then the median (min-max) over the processes; "
         f"OPENBLAS_CORETYPE {machine['OPENBLAS_CORETYPE']}; {time.strftime('%Y-%m-%d')}.",
         "",

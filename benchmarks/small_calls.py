@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import machine_info  # noqa: E402  (also imports openvino first: Numba then picks TBB)
+from conftest import machine_info, peer_line  # noqa: E402  (also imports openvino first: Numba then picks TBB)
 from peers import Case, Shape, onnxruntime_gru  # noqa: E402
 from report import replace_table  # noqa: E402
 
@@ -130,10 +130,7 @@ def markdown(records, machine):
         lines.append(f"| {r['call']} | {r['fastgru_us']:,.2f} | {r['peer']} | {r['peer_us']:,.2f} | {r['ratio']:.2f} |")
     lines += [
         "",
-        f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for "
-        f"{machine['compiled_for']}), {machine['numba_threads']} threads, ONNX Runtime "
-        f"{machine.get('onnxruntime', '?')} with IOBinding on {machine['peer_threads']} threads; "
-        f"float32, medians; OPENBLAS_CORETYPE {machine['OPENBLAS_CORETYPE']}, FASTGRU_SPIN_US "
+        f"{peer_line(machine)}; float32, medians; OPENBLAS_CORETYPE {machine['OPENBLAS_CORETYPE']}, FASTGRU_SPIN_US "
         f"{os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {machine['date']}.",
         "",
     ]
