@@ -115,7 +115,7 @@ def breakdown(fast, rng, rounds, seconds):
         features = torch.from_numpy(rng.standard_normal((n, FEATURES, t), dtype=np.float32))
         x = torch.relu(fast.conv(features)).transpose(1, 2)
         y, h = gru(x)
-        stack = fastgru_torch._PACKS.get(params, ("gru", True, 2, False), None)
+        stack = fastgru_torch._PACKS.get(params, ("gru", True, 2, False, None), None)  # packed by the call above
         ops = stack.layers
         x_np, x_contig = x.numpy(), np.ascontiguousarray(x.numpy())
         h0 = np.zeros((n, 1, HIDDEN), np.float32)
