@@ -32,11 +32,24 @@ class Race:
         self.times = {True: [], False: []}  # ns of each way's last KEPT calls
         self.every, self.left = retries()[0], self.KEPT  # the first trial soon
         self.trial = 0  # calls of the other way's trial still to run
+        self._last = None  # (start, way) of the previous call, for ``lap``
 
     def time(self, way):
         """The median of the way's last times, or None."""
         times = sorted(self.times[way])
         return times[(len(times) - 1) // 2] if times else None
+
+    def lap(self, ns, longest):
+        """For calls timed from start to start: the call that starts at ``ns`` (``perf_counter_ns``)
+        ends the previous call's lap, recorded as that call's time when at most ``longest`` ns (a
+        longer lap held a pause, and times neither way). Returns this call's way. A lap holds what
+        the caller did between the calls too: what a way costs the work around it counts."""
+        last = self._last
+        if last is not None and ns - last[0] <= longest:
+            self.record(last[1], ns - last[0])
+        way = self.way()
+        self._last = (ns, way)
+        return way
 
     def way(self):
         """The way this call runs."""

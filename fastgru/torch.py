@@ -41,6 +41,7 @@ from . import _tuning
 from ._compact import check_weight_dtype
 from ._import_torch import gru_cell, gru_layers, run_layers
 from ._kernels.memory import same_bits
+from ._partner import SPIN_US
 from ._race import Race
 from ._stack import GRUStack
 from ._threading import request, requested
@@ -320,6 +321,11 @@ def _inference_on_cpu(data, hx, params):
     return not (torch.is_autocast_enabled("cpu") or torch.jit.is_tracing())
 
 
+#: The longest lap (ns from one planned call's start to the next's) that times a way: the partner
+#: sleeps after a longer pause between calls, and the way that used it would pay for its wake-up.
+_LAP_NS = SPIN_US * 1000
+
+
 def _torch_retries():
     """The race of a one-row call alone and with the partner thread (``Race``'s ``retries``)."""
     return _tuning.TORCH_RETRY, _tuning.TORCH_RETRY_MAX
@@ -348,11 +354,8 @@ def _with_torch_threads(rows, steps, fn, *args, race=None):
         return _on_threads(n, fn, args)
     if race is None or n < 2 or requested() < 2:
         return _on_threads(1, fn, args)
-    shared = race.way()
-    start = time.perf_counter_ns()
-    result = _on_threads(n if shared else 1, fn, args)
-    race.record(shared, time.perf_counter_ns() - start)
-    return result
+    shared = race.lap(time.perf_counter_ns(), _LAP_NS)
+    return _on_threads(n if shared else 1, fn, args)
 
 
 def _on_threads(n, fn, args):

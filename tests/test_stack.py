@@ -240,6 +240,21 @@ def test_a_longer_trial_is_judged_by_its_last_three_calls():
     assert race.time(True) == 60 and race.trial == 8  # and at once a trial of the way alone
 
 
+def test_laps_time_calls_from_start_to_start_and_leave_out_pauses():
+    """_race.Race.lap: the start of a call ends the previous call's lap, its time unless longer than
+    ``longest``, which times neither way."""
+    from fastgru._race import Race
+
+    race = Race(False, lambda: (4, 64))
+    assert race.lap(0, 100) is False and race.runs == {True: 0, False: 0}  # no call before it
+    race.lap(50, 100)  # the first call's lap: its way's first (its jobs made), left out of the times
+    assert race.runs[False] == 1 and race.time(False) is None
+    race.lap(250, 100)  # 200 ns: a pause
+    assert race.runs[False] == 1
+    race.lap(330, 100)
+    assert race.runs[False] == 2 and race.time(False) == 80
+
+
 def _raced_stack(monkeypatch, seed):
     """A stack of forward layers that may run as a wavefront, its arrays for ``run`` (one row of 20
     steps) and the layers' bits one by one; the race's retries every 4 calls."""

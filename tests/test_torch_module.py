@@ -751,8 +751,8 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
 def test_a_planned_one_row_call_races_alone_and_with_fastgru_threads(monkeypatch, slower):
     """torch's threads on every core: a call like the module's previous one (its plan) of a single row
     runs alone, tries fastgru's threads after TORCH_RETRY calls alone, for TORCH_TRIAL calls whose
-    last three count, and keeps the faster way (the slower one here sleeps 5 ms a call); every call
-    gives the bits of the first."""
+    last three count, and keeps the way whose calls follow each other faster (the slower one here
+    sleeps 5 ms a call); every call gives the bits of the first."""
     from fastgru import _tuning
 
     if torch.get_num_threads() < 2 or fastgru.get_num_threads() < 2:
@@ -770,6 +770,7 @@ def test_a_planned_one_row_call_races_alone_and_with_fastgru_threads(monkeypatch
 
     monkeypatch.setattr(fastgru_torch, "run_layers", timed)
     monkeypatch.setattr(fastgru_torch, "_CORES", torch.get_num_threads())
+    monkeypatch.setattr(fastgru_torch, "_LAP_NS", 10**9)  # the 5 ms laps count
     monkeypatch.setattr(_tuning, "TORCH_RETRY", 4)
     monkeypatch.setattr(_tuning, "TORCH_TRIAL", 4)
     gru = fastgru.torch.GRU(I, H, num_layers=2, batch_first=True).eval()
