@@ -94,10 +94,12 @@ WAVE_RETRY_MAX = 1024
 #: partner thread after TORCH_RETRY calls, then twice as many each time it loses, up to
 #: TORCH_RETRY_MAX ("Tuning: fastgru.torch's one-row calls"; ``_race.Race``). TORCH_RETRY 0: alone.
 #: A trial is TORCH_TRIAL calls, of which the last three count: a partner asleep after the calls
-#: alone takes a few calls to reach its pace.
+#: alone takes a few calls to reach its pace. It wins when its calls take less than TORCH_MARGIN
+#: times the current way's: a wrong switch costs more beside torch's threads than a missed one.
 TORCH_RETRY = 16
-TORCH_RETRY_MAX = 1024
+TORCH_RETRY_MAX = 4096
 TORCH_TRIAL = 8
+TORCH_MARGIN = 0.9
 
 
 # ------------------------------------------------------------------------------- geometries

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from . import _tuning
+from . import _partner, _tuning
 from ._compact import check_weight_dtype
 from ._import_torch import gru_cell, gru_layers, run_layers
 from ._kernels.memory import same_bits
@@ -175,7 +175,7 @@ class _Plan:
         self.key, self.entry = key, _PACKS.entry(key)
         self.ops = self.entry[3]
         #: For a single row when torch's threads hold every core: alone, or with the partner thread.
-        self.race = Race(False, _torch_retries, _tuning.TORCH_TRIAL)
+        self.race = Race(False, _torch_retries, _tuning.TORCH_TRIAL, _tuning.TORCH_MARGIN, None)
 
     @staticmethod
     def possible(module, input, hx, names, params):
@@ -321,8 +321,8 @@ def _inference_on_cpu(data, hx, params):
     return not (torch.is_autocast_enabled("cpu") or torch.jit.is_tracing())
 
 
-#: The longest lap (ns from one planned call's start to the next's) that times a way: the partner
-#: sleeps after a longer pause between calls, and the way that used it would pay for its wake-up.
+#: The longest lap (ns from one planned call's start to the next's) that times a call: the partner
+#: sleeps after a longer pause between calls, and such a call is timed by its duration instead.
 _LAP_NS = SPIN_US * 1000
 
 
@@ -354,8 +354,13 @@ def _with_torch_threads(rows, steps, fn, *args, race=None):
         return _on_threads(n, fn, args)
     if race is None or n < 2 or requested() < 2:
         return _on_threads(1, fn, args)
-    shared = race.lap(time.perf_counter_ns(), _LAP_NS)
-    return _on_threads(n if shared else 1, fn, args)
+    shared = race.start(time.perf_counter_ns(), _LAP_NS)
+    if race.changed and not shared:
+        _partner.PARTNER.nap()  # alone again: the partner stops spinning beside torch's threads
+    try:
+        return _on_threads(n if shared else 1, fn, args)
+    finally:
+        race.end(time.perf_counter_ns())
 
 
 def _on_threads(n, fn, args):

@@ -240,19 +240,21 @@ def test_a_longer_trial_is_judged_by_its_last_three_calls():
     assert race.time(True) == 60 and race.trial == 8  # and at once a trial of the way alone
 
 
-def test_laps_time_calls_from_start_to_start_and_leave_out_pauses():
-    """_race.Race.lap: the start of a call ends the previous call's lap, its time unless longer than
-    ``longest``, which times neither way."""
+def test_a_call_is_timed_by_its_lap_or_after_a_pause_by_its_duration():
+    """_race.Race.start and end: the start of a call records the previous call's time, from its start
+    to this one (its lap), or from its start to its end when the lap is longer than ``longest``."""
     from fastgru._race import Race
 
     race = Race(False, lambda: (4, 64))
-    assert race.lap(0, 100) is False and race.runs == {True: 0, False: 0}  # no call before it
-    race.lap(50, 100)  # the first call's lap: its way's first (its jobs made), left out of the times
+    assert race.start(0, 100) is False and race.runs == {True: 0, False: 0}  # no call before it
+    race.end(30)
+    race.start(50, 100)  # the first call's lap: its way's first (its jobs made), left out of the times
+    race.end(70)
     assert race.runs[False] == 1 and race.time(False) is None
-    race.lap(250, 100)  # 200 ns: a pause
-    assert race.runs[False] == 1
-    race.lap(330, 100)
-    assert race.runs[False] == 2 and race.time(False) == 80
+    race.start(250, 100)  # a lap of 200 ns: a pause; the call took 20
+    race.end(260)
+    race.start(330, 100)  # a lap of 80
+    assert race.runs[False] == 3 and race.times[False] == [20, 80]
 
 
 def _raced_stack(monkeypatch, seed):

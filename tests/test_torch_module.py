@@ -770,7 +770,6 @@ def test_a_planned_one_row_call_races_alone_and_with_fastgru_threads(monkeypatch
 
     monkeypatch.setattr(fastgru_torch, "run_layers", timed)
     monkeypatch.setattr(fastgru_torch, "_CORES", torch.get_num_threads())
-    monkeypatch.setattr(fastgru_torch, "_LAP_NS", 10**9)  # the 5 ms laps count
     monkeypatch.setattr(_tuning, "TORCH_RETRY", 4)
     monkeypatch.setattr(_tuning, "TORCH_TRIAL", 4)
     gru = fastgru.torch.GRU(I, H, num_layers=2, batch_first=True).eval()
