@@ -33,7 +33,6 @@ from ._kernels.planned import job_callback
 from ._kernels.stack import run_stack, run_stack_pair
 from ._ops import GRUSequence
 from ._paths import _plan, choose, with_partner
-from ._race import Race
 from ._threading import lease, requested
 from ._validate import (
     FastGRUError,
@@ -220,7 +219,7 @@ class GRUStack:
         """A call that can run as a wavefront: as one, or on its layers' own paths, as ``layout.race``
         says, which is told how long the call took, unless the way found no second thread (a
         partner asleep after a pause, say) and the call ran on one: the time of neither way."""
-        wave = layout.race.way()
+        wave = layout.race.wave()
         start = time.perf_counter_ns()
         took = self._wavefront(layout, arrays, False) if wave else None
         if took is None:
@@ -351,7 +350,7 @@ class _Layout:
         self.cut, part = _wave_cut(stack, n, s)
         self.wave = self.cut if part <= _tuning.WAVE_MAX_BYTES else None
         #: Which of the two, the wavefront or the layers' paths, a call that may take the wavefront takes.
-        self.race = Race(True, _wave_retries)
+        self.race = _Race()
 
     @functools.cached_property
     def serial_jobs(self):
@@ -438,13 +437,64 @@ class _Layout:
         return jobs, kept
 
 
-def _wave_retries():
-    """The race of the wavefront and the layers' paths (``Race``'s ``retries``): a call that may run as
-    a wavefront runs as one at first. The partner thread shares the second core with whatever else
-    the process runs (another runtime's spinning workers, say), and a wavefront, which cannot take
-    back the layers it gave the partner, is the way that loses most when that core is busy ("Tuning:
-    a layer wavefront"). ``WAVE_RETRY = 0``: always the wavefront."""
-    return _tuning.WAVE_RETRY, _tuning.WAVE_RETRY_MAX
+class _Race:
+    """Whether a call that may run as a wavefront (``_Layout.wave``) runs as one or on its layers' own
+    paths, for the calls of one shape on one thread. They run the current way, the wavefront at
+    first; the other way has a **trial** of ``TRIAL`` calls in a row after ``_tuning.WAVE_RETRY``
+    calls of the current one, after twice as many each time it loses (up to ``WAVE_RETRY_MAX``),
+    and at once when the current way's time grows past ``COLLAPSE`` times the other's. A trial wins,
+    and its way becomes the current one, when the median of its times beats the current way's by
+    ``MARGIN``. A way's time is the median of its last ``TRIAL`` calls: one slow call does not move
+    it, and a trial's first call, which finds the weights in the other way's caches, does not
+    decide it. The first call of each way makes its jobs: its time is left out.
+
+    The partner thread shares the second core with whatever else the process runs (another
+    runtime's spinning workers, say), and a wavefront, which cannot take back the layers it gave
+    the partner, is the way that loses most when that core is busy ("Tuning: a layer
+    wavefront"). ``WAVE_RETRY = 0``: always the wavefront."""
+
+    TRIAL, COLLAPSE, MARGIN = 3, 1.25, 0.97
+
+    def __init__(self):
+        self.current = True
+        self.runs = {True: 0, False: 0}
+        self.times = {True: [], False: []}  # ns of each way's last TRIAL calls
+        self.every, self.left = _tuning.WAVE_RETRY, self.TRIAL  # the first trial soon
+        self.trial = 0  # calls of the other way's trial still to run
+
+    def time(self, wave):
+        """The median of the way's last times, or None."""
+        times = sorted(self.times[wave])
+        return times[(len(times) - 1) // 2] if times else None
+
+    def wave(self):
+        """Whether this call runs as a wavefront."""
+        if not _tuning.WAVE_RETRY:
+            return True
+        return self.current != (self.trial > 0)
+
+    def record(self, wave, ns):
+        """A call's time: ``wave``, whether it ran as a wavefront."""
+        self.runs[wave] += 1
+        if self.runs[wave] > 1:
+            self.times[wave] = [*self.times[wave][1 - self.TRIAL :], ns]
+        if self.trial:
+            self.trial -= 1
+            if not self.trial:
+                self._judge()
+            return
+        self.left -= 1
+        ours, theirs = self.time(self.current), self.time(not self.current)
+        if self.left <= 0 or (ours is not None and theirs is not None and ours > self.COLLAPSE * theirs):
+            self.trial = self.TRIAL
+
+    def _judge(self):
+        ours, theirs = self.time(self.current), self.time(not self.current)
+        if theirs is not None and (ours is None or theirs < self.MARGIN * ours):
+            self.current, self.every = not self.current, _tuning.WAVE_RETRY
+        else:
+            self.every = min(2 * self.every, _tuning.WAVE_RETRY_MAX)
+        self.left = self.every
 
 
 def _wave_cut(stack, n, s):

@@ -85,21 +85,9 @@ WAVE_MAX_BYTES = core_l2_bytes()
 #: A call that may run as a wavefront runs as one or on its layers' own paths, whichever took less
 #: time over its recent calls of that shape; the other is tried again after WAVE_RETRY calls, twice
 #: as many each time it loses again, up to WAVE_RETRY_MAX ("Tuning: a layer wavefront";
-#: ``_race.Race``). WAVE_RETRY 0: always the wavefront.
+#: ``_stack._Race``). WAVE_RETRY 0: always the wavefront.
 WAVE_RETRY = 16
 WAVE_RETRY_MAX = 1024
-
-#: fastgru.torch runs a one-row call alone when torch's threads hold every core, as they may spin
-#: there; a call like the module's previous one (its plan) races the two: alone first, with the
-#: partner thread after TORCH_RETRY calls, then twice as many each time it loses, up to
-#: TORCH_RETRY_MAX ("Tuning: fastgru.torch's one-row calls"; ``_race.Race``). TORCH_RETRY 0: alone.
-#: A trial is TORCH_TRIAL calls, of which the last three count: a partner asleep after the calls
-#: alone takes a few calls to reach its pace. It wins when its calls take less than TORCH_MARGIN
-#: times the current way's: a wrong switch costs more beside torch's threads than a missed one.
-TORCH_RETRY = 16
-TORCH_RETRY_MAX = 4096
-TORCH_TRIAL = 8
-TORCH_MARGIN = 0.9
 
 
 # ------------------------------------------------------------------------------- geometries

@@ -29,7 +29,6 @@ import copy
 import operator
 import os
 import threading
-import time
 import weakref
 from typing import List, Optional, Tuple
 
@@ -37,12 +36,9 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from . import _partner, _tuning
 from ._compact import check_weight_dtype
 from ._import_torch import gru_cell, gru_layers, run_layers
 from ._kernels.memory import same_bits
-from ._partner import SPIN_US
-from ._race import Race
 from ._stack import GRUStack
 from ._threading import request, requested
 
@@ -163,7 +159,6 @@ class _Plan:
         "key",
         "entry",
         "ops",
-        "race",
     )
 
     def __init__(self, module, input, hx, names, params, key):
@@ -174,8 +169,6 @@ class _Plan:
         self.versions, self.pointers = tuple(map(_VERSION, params)), tuple(map(_DATA_PTR, params))
         self.key, self.entry = key, _PACKS.entry(key)
         self.ops = self.entry[3]
-        #: For a single row when torch's threads hold every core: alone, or with the partner thread.
-        self.race = Race(False, _torch_retries, _tuning.TORCH_TRIAL, _tuning.TORCH_MARGIN, None)
 
     @staticmethod
     def possible(module, input, hx, names, params):
@@ -223,9 +216,8 @@ def _numpy(t):
     return t.detach().numpy() if t.requires_grad else t.numpy()
 
 
-def _planned_gru(stack, input, hx, bidirectional, batch_first, race=None):
-    """A GRU's call by its plan: the arrays to ``run_layers`` and back, as ``_gru`` does; ``race``
-    the plan's (``_with_torch_threads``)."""
+def _planned_gru(stack, input, hx, bidirectional, batch_first):
+    """A GRU's call by its plan: the arrays to ``run_layers`` and back, as ``_gru`` does."""
     x, h0 = _numpy(input), None if hx is None else _numpy(hx)
     batched = x.ndim == 3
     if not batched:
@@ -233,19 +225,19 @@ def _planned_gru(stack, input, hx, bidirectional, batch_first, race=None):
         h0 = None if h0 is None else h0[:, None]
     rows = x.shape[0 if batch_first else 1] * (1 + bidirectional)
     steps = x.shape[1 if batch_first else 0]
-    output, h_n = _with_torch_threads(rows, steps, run_layers, stack, x, h0, None, batch_first, race=race)
+    output, h_n = _with_torch_threads(rows, steps, run_layers, stack, x, h0, None, batch_first)
     if not batched:
         output, h_n = output[0] if batch_first else output[:, 0], h_n[:, 0]
     return torch.from_numpy(output), torch.from_numpy(h_n)
 
 
-def _planned_cell(op, input, hx, race=None):
-    """A GRUCell's call by its plan, as ``_gru_cell`` does; ``race`` the plan's."""
+def _planned_cell(op, input, hx):
+    """A GRUCell's call by its plan, as ``_gru_cell`` does."""
     x = _numpy(input)
     batched = x.ndim == 2
     x = x if batched else x[None]
     h = np.zeros((x.shape[0], op.hidden_size), dtype=x.dtype) if hx is None else _numpy(hx).reshape(x.shape[0], -1)
-    h_new = _with_torch_threads(x.shape[0], 1, op, x, h, race=race)
+    h_new = _with_torch_threads(x.shape[0], 1, op, x, h)
     return torch.from_numpy(h_new if batched else h_new[0])
 
 
@@ -321,50 +313,24 @@ def _inference_on_cpu(data, hx, params):
     return not (torch.is_autocast_enabled("cpu") or torch.jit.is_tracing())
 
 
-#: The longest lap (ns from one planned call's start to the next's) that times a call: the partner
-#: sleeps after a longer pause between calls, and such a call is timed by its duration instead.
-_LAP_NS = SPIN_US * 1000
-
-
-def _torch_retries():
-    """The race of a one-row call alone and with the partner thread (``Race``'s ``retries``)."""
-    return _tuning.TORCH_RETRY, _tuning.TORCH_RETRY_MAX
-
-
-def _with_torch_threads(rows, steps, fn, *args, race=None):
+def _with_torch_threads(rows, steps, fn, *args):
     """``fn(*args)`` on at most ``torch.get_num_threads()`` of fastgru's threads (torch's intra-op
     setting caps the calling thread's own count, ``fastgru.threads``, and never raises it); a
     single row (``rows``: batch_size * num_directions == 1) on the calling thread alone unless
     torch's threads leave a core free (``_CORES``), or spin only briefly (``_OMP_SPINS_BRIEFLY``)
-    and the call has more than one step (one step is too short to repay the partner's wake-up), or
-    ``race`` (a plan's ``Race``: True, with the partner) has found the partner faster for this call.
+    and the call has more than one step (one step is too short to repay the partner's wake-up).
 
     fastgru shares a single row with its partner thread, the two meeting at every step, and the
     partner spins for a millisecond after each call. torch's OpenMP threads spin too, for a while
     after each of torch's operations (libgomp's default GOMP_SPINCOUNT). When they hold
     every other core, the two collide, and a row runs faster alone; when they sleep soon, a
     sequence gains from the partner, a single step does not (benchmarks/torch_model.py and the
-    README's "PyTorch models" have the measurements). Whether they hold the other core depends on
-    the model around the GRU, which only a measurement tells: a GRU called without other torch
-    operations between its calls finds that core free. Rows of a batch, whose threads do not meet
+    README's "PyTorch models" have the measurements). Rows of a batch, whose threads do not meet
     within a call, keep their threads.
     """
     n = torch.get_num_threads()
-    if not (rows == 1 and n >= _CORES and not (_OMP_SPINS_BRIEFLY and steps > 1)):
-        return _on_threads(n, fn, args)
-    if race is None or n < 2 or requested() < 2:
-        return _on_threads(1, fn, args)
-    shared = race.start(time.perf_counter_ns(), _LAP_NS)
-    if race.changed and not shared:
-        _partner.PARTNER.nap()  # alone again: the partner stops spinning beside torch's threads
-    try:
-        return _on_threads(n if shared else 1, fn, args)
-    finally:
-        race.end(time.perf_counter_ns())
-
-
-def _on_threads(n, fn, args):
-    """``fn(*args)`` with the calling thread's fastgru thread count lowered to ``n`` (never raised)."""
+    if rows == 1 and n >= _CORES and not (_OMP_SPINS_BRIEFLY and steps > 1):
+        n = 1
     before = requested()
     if n >= before:
         return fn(*args)
@@ -559,7 +525,7 @@ class GRU(torch.nn.RNNBase):
         """torch.nn.GRU's forward: on fastgru's kernels when the conditions of the class hold."""
         plan = _PLANS.get(self)
         if plan is not None and plan.holds(self, input, hx):
-            return _planned_gru(plan.ops, input, hx, self.bidirectional, self.batch_first, plan.race)
+            return _planned_gru(plan.ops, input, hx, self.bidirectional, self.batch_first)
         params = self._weights()
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
@@ -687,7 +653,7 @@ class GRUCell(torch.nn.GRUCell):
         """torch.nn.GRUCell's forward: on fastgru's kernels when the conditions of the class hold."""
         plan = _PLANS.get(self)
         if plan is not None and plan.holds(self, input, hx):
-            return _planned_cell(plan.ops, input, hx, plan.race)
+            return _planned_cell(plan.ops, input, hx)
         params = self._params()
         if not self._fast(input, hx, params):
             return super().forward(input, hx)

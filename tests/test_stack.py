@@ -186,21 +186,20 @@ def test_the_wavefront_cut_and_when_there_is_none():
 
 
 def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monkeypatch):
-    """_race.Race on given times (ns), as a stack's: the wavefront first; a trial of three calls of the
-    other way after WAVE_RETRY calls, twice as many after each lost trial (up to WAVE_RETRY_MAX), and
-    at once when the current way's time grows past 1.25 times the other's; a trial's way taken when
-    the median of its times is the lower by 3 %."""
+    """_stack._Race on given times (ns): the wavefront first; a trial of three calls of the other way
+    after WAVE_RETRY calls, twice as many after each lost trial (up to WAVE_RETRY_MAX), and at once
+    when the current way's time grows past 1.25 times the other's; a trial's way taken when the
+    median of its times is the lower by 3 %."""
     from fastgru import _stack, _tuning
-    from fastgru._race import Race
 
     monkeypatch.setattr(_tuning, "WAVE_RETRY", 8)
     monkeypatch.setattr(_tuning, "WAVE_RETRY_MAX", 32)
-    race, times, ran = Race(True, _stack._wave_retries), {True: 100, False: 300}, []
+    race, times, ran = _stack._Race(), {True: 100, False: 300}, []
 
     def calls(count):
         ran.clear()
         for _ in range(count):
-            wave = race.way()
+            wave = race.wave()
             ran.append(wave)
             race.record(wave, times[wave])
         return ran
@@ -218,43 +217,7 @@ def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monk
     times[True] = 295  # less than 3 % faster: a trial does not change the way
     assert calls(8 + 3) == [True] * 8 + [False] * 3 and race.current
     race.record(True, 10**9)  # nor does one slow call of the current way
-    assert race.way() and race.time(True) == 295
-    monkeypatch.setattr(_tuning, "WAVE_RETRY", 0)  # no race: always the first way
-    times[True] = 10**6
-    assert calls(40) == [True] * 40
-
-
-def test_a_longer_trial_is_judged_by_its_last_three_calls():
-    """A way that takes a few calls to reach its pace (a partner thread woken by the trial, say): a
-    trial of eight calls, alone first, whose first five are slow, wins on its last three."""
-    from fastgru._race import Race
-
-    race, ran = Race(False, lambda: (4, 64), trial=8), []
-    for call in range(3 + 8 + 4):
-        way = race.way()
-        ran.append(way)
-        pace = sum(ran[: call + 1]) if way else 0  # the shared way's calls so far, this one included
-        race.record(way, (500 if pace <= 5 else 60) if way else 100)
-    # three calls alone, the trial, then four calls of the shared way, the current one now
-    assert ran == [False] * 3 + [True] * 8 + [True] * 4 and race.current
-    assert race.time(True) == 60 and race.trial == 8  # and at once a trial of the way alone
-
-
-def test_a_call_is_timed_by_its_lap_or_after_a_pause_by_its_duration():
-    """_race.Race.start and end: the start of a call records the previous call's time, from its start
-    to this one (its lap), or from its start to its end when the lap is longer than ``longest``."""
-    from fastgru._race import Race
-
-    race = Race(False, lambda: (4, 64))
-    assert race.start(0, 100) is False and race.runs == {True: 0, False: 0}  # no call before it
-    race.end(30)
-    race.start(50, 100)  # the first call's lap: its way's first (its jobs made), left out of the times
-    race.end(70)
-    assert race.runs[False] == 1 and race.time(False) is None
-    race.start(250, 100)  # a lap of 200 ns: a pause; the call took 20
-    race.end(260)
-    race.start(330, 100)  # a lap of 80
-    assert race.runs[False] == 3 and race.times[False] == [20, 80]
+    assert race.wave() and race.time(True) == 295
 
 
 def _raced_stack(monkeypatch, seed):

@@ -747,45 +747,6 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
     assert fastgru.get_num_threads() == before
 
 
-@pytest.mark.parametrize("slower", [2, 1], ids=["the-partner-slower", "alone-slower"])
-def test_a_planned_one_row_call_races_alone_and_with_fastgru_threads(monkeypatch, slower):
-    """torch's threads on every core: a call like the module's previous one (its plan) of a single row
-    runs alone, tries fastgru's threads after TORCH_RETRY calls alone, for TORCH_TRIAL calls whose
-    last three count, and keeps the way whose calls follow each other faster (the slower one here
-    sleeps 5 ms a call); every call gives the bits of the first."""
-    from fastgru import _tuning
-
-    if torch.get_num_threads() < 2 or fastgru.get_num_threads() < 2:
-        pytest.skip("one thread for torch or fastgru here: nothing to race")
-    import time
-
-    seen = []
-    run_layers = fastgru_torch.run_layers
-
-    def timed(*args):
-        seen.append(min(fastgru.get_num_threads(), 2))
-        if seen[-1] == slower:
-            time.sleep(0.005)
-        return run_layers(*args)
-
-    monkeypatch.setattr(fastgru_torch, "run_layers", timed)
-    monkeypatch.setattr(fastgru_torch, "_CORES", torch.get_num_threads())
-    monkeypatch.setattr(_tuning, "TORCH_RETRY", 4)
-    monkeypatch.setattr(_tuning, "TORCH_TRIAL", 4)
-    gru = fastgru.torch.GRU(I, H, num_layers=2, batch_first=True).eval()
-    x, hx = torch.randn(1, 1, I), torch.randn(2, 1, H)
-    with torch.no_grad():
-        want = gru(x, hx)  # the full checks, alone: the plan is made
-        seen.clear()
-        for _ in range(3 + 4 + 8):
-            got = gru(x, hx)
-            assert all(torch.equal(a, b) for a, b in zip(got, want))
-    if slower == 2:  # three calls alone, the trial (lost), then twice TORCH_RETRY calls alone
-        assert seen == [1] * 3 + [2] * 4 + [1] * 8
-    else:  # won: the shared way from then on, until its own trial of the way alone, four calls later
-        assert seen == [1] * 3 + [2] * 4 + [2] * 4 + [1] * 4
-
-
 @pytest.mark.parametrize(
     "environ, briefly",
     [
