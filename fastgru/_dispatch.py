@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import _paths, _scratch, _tuning
+from . import _paths, _scratch
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
 from ._kernels.direct import direct_scratch
@@ -368,7 +368,7 @@ class DirectPlan:
         results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
         X, h0, W, R, B, y, ho = X[x], h0[h], W[w], R[r], B[b], results[0][y], results[-1][ho]
         n_dirs, n_hidden, flops = self.shares
-        if n_hidden < _tuning.PAIR_FROM_HIDDEN or n_dirs > 1 or flops < _tuning.PAIR_FROM_FLOPS:  # never shared
+        if n_dirs > 1 or not _paths.pair_sized(n_hidden, flops):  # never shared
             work = _scratch.work(self.scratch[0], 0, dt)[0]  # the kernel at once: Python is most of a small call
             _paths.run_direct(X, h0, lengths, att, y, ho, W, R, B, self.call, self.clip, work)
         else:

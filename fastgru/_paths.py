@@ -25,10 +25,16 @@ from ._tuning import CHUNK_ROWS  # compiled into the kernels: not a run-time set
 PATHS = ("serial", "parallel", "split", "pair")
 
 
+def pair_sized(n_hidden, flops):
+    """Whether a call of one row and one direction is large enough for the pair path (``choose``'s
+    test, the partner aside): H hidden units and ``flops`` (the products')."""
+    return n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
+
+
 def choose(n_rows, n_steps, n_dirs, n_hidden, flops):
     """The path of a call of N rows of S steps, D directions, H hidden units and ``flops`` (the products')."""
     if n_rows * n_dirs == 1:
-        if _partner.PARTNER.enabled and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:
+        if _partner.PARTNER.enabled and pair_sized(n_hidden, flops):
             return "pair"
         if (
             n_hidden >= _tuning.SPLIT_FROM_HIDDEN
