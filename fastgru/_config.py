@@ -74,8 +74,12 @@ def _sources_digest():
     return digest.hexdigest()[:12]
 
 
-#: The sub-folder of this geometry (with its int8 weights' layout) and these sources.
-CACHE_TAG = f"numba-{GEOMETRY.name}{'-vnni' if INT8_VNNI else ''}-{_sources_digest()}"
+#: The sub-folder of this geometry (with its int8 weights' layout) and these sources; kernels
+#: compiled with Numba's bounds checking (NUMBA_BOUNDSCHECK=1, ``_kernels/memory.py``) in their own.
+CACHE_TAG = (
+    f"numba-{GEOMETRY.name}{'-vnni' if INT8_VNNI else ''}{'-boundscheck' if numba.config.BOUNDSCHECK else ''}"
+    f"-{_sources_digest()}"
+)
 
 
 def _writable(folder):

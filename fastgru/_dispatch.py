@@ -70,8 +70,15 @@ def packing_inputs(spec, W, R, B):
         a = np.asarray(a, dtype=ct, order="C")
         return (a if a.flags.writeable else a.copy()).reshape(shape)
 
-    B = np.zeros((d, 3 * h), dtype=ct) if B is None else read(B, (d, -1))
+    B = absent_bias(spec, ct) if B is None else read(B, (d, -1))
     return read(W, (d, 3 * h, i)), read(R, (d, 3 * h, h)), B
+
+
+def absent_bias(spec, dtype):
+    """The B of a call without one (GRUCell-3's B is optional): zeros of the shape a given B has,
+    (D, 4H) with linear_before_reset (Rbh is a block of its own), else (D, 3H)."""
+    gates = 4 if spec.linear_before_reset else 3
+    return np.zeros((spec.num_directions, gates * spec.hidden_size), dtype=dtype)
 
 
 class Packed:
@@ -300,7 +307,6 @@ class DirectPlan:
     )
 
     def __init__(self, template, X, h0, lengths, W, R, B, A):
-        d, h = template.n_dirs, template.n_hidden
         self.dtype = template.compute_dtype
         #: X, h0, W, R, B (None: zero), sequence_lengths (None: the cell's), A (None: a GRU).
         self.shapes = tuple(None if a is None else a.shape for a in (X, h0, W, R, B, lengths, A))
@@ -316,7 +322,7 @@ class DirectPlan:
         self.no_att = template._no_att
         self.call, self.clip, self.scratch = template._direct_call(), template.clip, template._scratch
         self.shares = template._shares
-        self.no_bias = np.zeros((d, 3 * h), dtype=self.dtype) if B is None else None  # packing_inputs' zeros
+        self.no_bias = absent_bias(template.spec, self.dtype) if B is None else None
 
     @classmethod
     def of(cls, template, X, h0, lengths, W, R, B, A):

@@ -114,6 +114,13 @@ if config.BOUNDSCHECK and not config.DISABLE_JIT:  # NUMBA_BOUNDSCHECK=1: checke
             raise IndexError("store: index out of bounds")
         flat[index] = value
 
+    @njit
+    def load_as(array, index, like):  # noqa: F811
+        flat = array.reshape(-1).view(like.dtype)
+        if index < 0 or index >= flat.shape[0]:
+            raise IndexError("load_as: index out of bounds")
+        return flat[index]
+
 
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): plain indexing
 
