@@ -146,7 +146,7 @@ FASTGRU_SPIN_US=20000 "${python[@]}" -m pytest -p no:cacheprovider -q tests/test
     fail "the partner thread's tests failed on aarch64"
 test_seconds=$((SECONDS - test_start))
 echo "CI aarch64: set-up ${setup_seconds} s, tests ${test_seconds} s, in all $((SECONDS - start)) s"
-# FASTGRU_CI_RECORD=FILE: a row of benchmarks/aarch64_ci_results.md's table for this run
+# FASTGRU_CI_RECORD=FILE: a row of benchmarks/results/zen3-avx2/aarch64_ci_results.md's table for this run
 if [ -n "${FASTGRU_CI_RECORD:-}" ]; then
     cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
     printf '| %s | %s | %s (%s kernel files before) | %s | %s | %s | %s, %s cores, %s |\n' "$(date -u +%F)" \

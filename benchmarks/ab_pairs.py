@@ -1,7 +1,7 @@
 """A/B of two checkouts over benchmark shapes: ``ab.py`` run in alternating processes, one at a time.
 
     python benchmarks/ab_pairs.py OLD_CHECKOUT NEW_CHECKOUT [--shapes ID ...] [--pairs 5]
-                                  [--seconds 1.5] [--md benchmarks/ab_results.md]
+                                  [--seconds 1.5] [--md benchmarks/ab/<cpu>/ab_results.md]
 
 For each shape (default: every shape of ``bench_gru.SHAPES``), ``--pairs`` times: a process with
 OLD's fastgru on the path, then one with NEW's (the order alternates from pair to pair), each

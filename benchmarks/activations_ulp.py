@@ -1,5 +1,6 @@
 """The largest error in ulp of fastgru's float32 sigmoid and tanh over all 2**32 inputs, as
-``tests/test_activations.py`` measures it, appended with the machine to ``activations_ulp_results.md``.
+``tests/test_activations.py`` measures it, appended with the machine to
+``benchmarks/results/<cpu>/activations_ulp_results.md`` (``conftest.results_dir``).
 
     python benchmarks/activations_ulp.py                     # the host's geometry, with FMA where it has it
     FASTGRU_ISA=generic NUMBA_CPU_NAME=x86-64 NUMBA_CPU_FEATURES="" python benchmarks/activations_ulp.py
@@ -57,7 +58,7 @@ def main():
         f"values missed: sigmoid {broken[0]}, tanh {broken[1]}; {seconds:.1f} s.",
         "",
     ]
-    path = HERE / "activations_ulp_results.md"
+    path = bench.results_dir() / "activations_ulp_results.md"
     if not path.exists():
         path.write_text("# float32 activations: largest error in ulp (benchmarks/activations_ulp.py)\n\n")
     with path.open("a") as f:

@@ -13,9 +13,9 @@ core. Every row is the median over ``--runs`` fresh processes with the kernels i
 ``--cold-runs`` with an empty one (a new temporary FASTGRU_CACHE_DIR each, removed afterwards), shown
 with the min-max of the runs. It writes ``cold_start_results.json`` (every process's seconds, the
 machine, the ISA and geometry, the date) and ``cold_start_results.md`` (the table and the machine
-line), and replaces the text between ``<!-- cold-start:start -->`` and ``<!-- cold-start:end -->`` of
-README.md with that markdown. ``--report`` rewrites the markdown and the README from the JSON
-without measuring.
+line) into ``benchmarks/results/<cpu>/`` (``conftest.results_dir``), and with ``--readme FILE``
+replaces the text between ``<!-- cold-start:start -->`` and ``<!-- cold-start:end -->`` of FILE with
+that markdown. ``--report`` rewrites the markdown (and ``--readme``) from the JSON without measuring.
 """
 
 import argparse
@@ -103,6 +103,16 @@ def machine_info():
     }
 
 
+def _results_dir():
+    """benchmarks/results/<cpu>/ of this machine (benchmarks/conftest.py's results_dir)."""
+    sys.path.insert(0, str(HERE))
+    try:
+        from conftest import results_dir
+    finally:
+        sys.path.remove(str(HERE))
+    return results_dir()
+
+
 def table(results):
     """The markdown of ``results`` (the JSON's content): the table, then the machine line."""
     lines = [
@@ -119,7 +129,7 @@ def table(results):
 
 
 def write(results, json_path, md_path, readme):
-    """The JSON (unless None), the markdown, and the README's text between the markers."""
+    """The JSON (unless None), the markdown, and the text between the markers of ``readme``."""
     if json_path is not None:
         Path(json_path).write_text(json.dumps(results, indent=1) + "\n")
     text = table(results)
@@ -243,10 +253,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per row with the kernels in the cache")
     parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per row with an empty cache")
-    parser.add_argument("--json", default=str(HERE / "cold_start_results.json"))
-    parser.add_argument("--md", default=str(HERE / "cold_start_results.md"))
-    parser.add_argument("--readme", default=str(HERE.parent / "README.md"), help="/dev/null leaves it alone")
-    parser.add_argument("--report", action="store_true", help="rewrite the markdown and README from --json only")
+    parser.add_argument("--json", help="default: benchmarks/results/<cpu>/cold_start_results.json")
+    parser.add_argument("--md", help="default: the same folder's cold_start_results.md")
+    parser.add_argument("--readme", default="/dev/null", help="a file whose cold-start markers get the table")
+    parser.add_argument("--report", action="store_true", help="rewrite the markdown (and --readme) from --json only")
     parser.add_argument("--note", default="", help="a sentence on the conditions of the run, kept with it")
     parser.add_argument(
         "--breakdown",
@@ -260,6 +270,9 @@ def main(argv=None):
         help="instead: the first call of a moved install with a moved cache, over --runs processes",
     )
     args = parser.parse_args(argv)
+    folder = _results_dir()
+    args.json = args.json or str(folder / "cold_start_results.json")
+    args.md = args.md or str(folder / "cold_start_results.md")
     if args.report:
         print(write(json.loads(Path(args.json).read_text()), None, args.md, args.readme))
         return

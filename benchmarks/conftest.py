@@ -72,6 +72,29 @@ def kernel_geometry():
     }
 
 
+#: The geometry fastgru picks on a host of each ISA (cpu_isa()'s "isa"); any other host runs the generic one.
+_HOST_GEOMETRY = {"AVX-512": "avx512", "AVX2": "avx2"}
+
+
+def machine_folder(facts=None):
+    """The folder of a machine's results in benchmarks/results/ and benchmarks/ab/ (benchmarks/README.md,
+    "Results: one folder per CPU"): ``<family>-<isa>``, the host CPU's family as LLVM names it
+    (``znver4`` written ``zen4``) and the geometry of fastgru's kernels, with ``code`` added when that
+    geometry is below the host's own (AVX2 code on an AVX-512 host: ``zen4-avx2code``). ``facts`` are a
+    result's machine facts (``cpu_name``, ``isa``, ``geometry``); by default this process's."""
+    facts = facts or {**cpu_isa(), **kernel_geometry()}
+    family = facts["cpu_name"].replace("znver", "zen")
+    own = _HOST_GEOMETRY.get(facts["isa"], "generic")
+    return f"{family}-{facts['geometry']}" + ("" if facts["geometry"] == own else "code")
+
+
+def results_dir(facts=None, kind="results"):
+    """``benchmarks/<kind>/<machine_folder(facts)>``, made when missing: where a script writes by default."""
+    path = Path(__file__).resolve().parent / kind / machine_folder(facts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def compiled_line():
     """The start of a results line: "<CPU model>, geometry <name> compiled for <LLVM CPU> (<features>)"."""
     kernels = kernel_geometry()

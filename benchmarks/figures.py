@@ -25,16 +25,21 @@ def figure(doc, quote, source, *figures):
 
 
 README, CHANGELOG = "README.md", "CHANGELOG.md"
-RESULTS, RESULTS_AVX2 = "benchmarks/results.md", "benchmarks/results_avx2.md"
-TORCH = ["benchmarks/torch_model_results.json", "benchmarks/torch_model_results_spincount.json"]
-TUNING, TUNING_CODE = "benchmarks/tuning.md", "fastgru/_tuning.py"
+# The folders of the results (benchmarks/README.md, "Results: one folder per CPU") and of the A/B records.
+Z4, Z4C, Z3 = "benchmarks/results/zen4-avx512/", "benchmarks/results/zen4-avx2code/", "benchmarks/results/zen3-avx2/"
+ER, ERC = "benchmarks/results/emeraldrapids-avx512/", "benchmarks/results/emeraldrapids-avx2code/"
+AB_Z4, AB_Z4C, AB_Z3 = "benchmarks/ab/zen4-avx512/", "benchmarks/ab/zen4-avx2code/", "benchmarks/ab/zen3-avx2/"
+AB_ER, AB_ERC = "benchmarks/ab/emeraldrapids-avx512/", "benchmarks/ab/emeraldrapids-avx2code/"
+RESULTS, RESULTS_AVX2 = Z4 + "bench_gru_results.md", Z4C + "bench_gru_results.md"
+TORCH = [Z4 + "torch_model_results_2026-11-24.json", Z4 + "torch_model_results_spincount.json"]
+TUNING, TUNING_CODE = "docs/tuning.md", "fastgru/_tuning.py"
 WAKE, POOL, MICRO = (
-    "benchmarks/partner_wake_results.md",
-    "benchmarks/pool_results.md",
-    "benchmarks/microkernel_results.json",
+    Z4 + "partner_wake_results.md",
+    Z4 + "pool_results.md",
+    Z4 + "microkernel_results.json",
 )
-COLD, ULP = "benchmarks/cold_start_results.md", "benchmarks/activations_ulp_results.md"
-AARCH64_CI = "benchmarks/aarch64_ci_results.md"
+COLD, ULP = ER + "cold_start_results.md", Z3 + "activations_ulp_results.md"
+AARCH64_CI = Z3 + "aarch64_ci_results.md"
 
 # ------------------------------------------------------------------------------ generated tables
 table(README, "bench", RESULTS, "python benchmarks/report.py benchmarks/results.json (benchmarks/README.md)")
@@ -42,23 +47,24 @@ table(
     README,
     "bench-avx2",
     RESULTS_AVX2,
-    "python benchmarks/report.py benchmarks/results_avx2.json --md benchmarks/results_avx2.md "
-    "--png benchmarks/results_avx2.png --marker bench-avx2",
+    "python benchmarks/report.py benchmarks/results_avx2.json --md "
+    "benchmarks/results/zen4-avx2code/bench_gru_results.md "
+    "--png benchmarks/results/zen4-avx2code/bench_gru_results.png --marker bench-avx2",
 )
 table(README, "cold-start", COLD, "python benchmarks/cold_start.py (or --report: from cold_start_results.json)")
-table(README, "stacks", "benchmarks/stacks_results.md", "python benchmarks/stacks.py --readme README.md")
+table(README, "stacks", Z4 + "stacks_results.md", "python benchmarks/stacks.py --readme README.md")
 figure(
     README,
     "On an AMD EPYC Zen 3 with AVX2 code the stack took 0.58-0.91 of ONNX Runtime's time",
-    "benchmarks/stacks_results_zen3.md",
+    Z3 + "stacks_results.md",
     "0.58",
     "0.91",
 )
 table(
     README,
     "weight-dtypes",
-    "benchmarks/weight_dtypes_results_avx512_table.md",
-    "python benchmarks/weight_dtypes.py --out benchmarks/weight_dtypes_results_avx512 --readme README.md "
+    ER + "weight_dtypes_results_table.md",
+    "python benchmarks/weight_dtypes.py --out benchmarks/results/emeraldrapids-avx512/weight_dtypes_results "
     "(or --report: from the JSON)",
 )
 
@@ -214,7 +220,7 @@ figure(
     "4 = MAX_ULP = 4",
 )
 figure(README, "2 ulp at most over all 2³² inputs, with or without FMA", ULP, "2 = sigmoid 2 ulp, tanh 2 ulp")
-# Performance, AVX-512 (benchmarks/results.md, the table above it)
+# Performance, AVX-512 (benchmarks/results/zen4-avx512/bench_gru_results.md, the table above it)
 figure(
     README,
     "(0.53-0.92) and behind on the batch-1 cell (1.17 with lbr0, 1.12 with lbr1) and the tiny shape (1.40)",
@@ -240,7 +246,7 @@ figure(
     README,
     "that sequence takes 1,191 µs after pauses against 537 µs back to back on 2 threads, and 1,196 against "
     "1,075 µs on one thread",
-    "benchmarks/spaced_results.md",
+    Z4 + "spaced_results.md",
     "1,191",
     "537",
     "1,196",
@@ -257,12 +263,12 @@ figure(
 figure(
     README,
     "the same calls take 841 µs after pauses against 602 µs back to back",
-    "benchmarks/spaced_results_spin30ms.md",
+    Z4 + "spaced_results_spin30ms.md",
     "841",
     "602",
 )
 figure(README, "below ONNX Runtime's 948 µs in the table above", RESULTS, "948")
-# Performance, AVX2 (benchmarks/results_avx2.md)
+# Performance, AVX2 (benchmarks/results/zen4-avx2code/bench_gru_results.md)
 figure(
     README,
     "(0.40-0.96) and behind on the batch-1 cell (1.16-1.22) and the tiny shape (1.37, ONNX Runtime's 4.9 µs "
@@ -278,7 +284,7 @@ figure(
 )
 figure(
     README,
-    "36.7 GFLOP/s on one thread on b64 s100 i256 h256 (`benchmarks/tuning.md`), the avx2 geometry 92.9",
+    "36.7 GFLOP/s on one thread on b64 s100 i256 h256 (`docs/tuning.md`), the avx2 geometry 92.9",
     [TUNING, MICRO],
     "36.7",
     "92.9",
@@ -294,7 +300,7 @@ for row, numbers in [
 # Threads
 figure(
     README,
-    "Entering a parallel region costs 20-30 µs here with TBB (about 100 µs after a pause; `benchmarks/tuning.md`), "
+    "Entering a parallel region costs 20-30 µs here with TBB (about 100 µs after a pause; `docs/tuning.md`), "
     "so work under 6·10⁶ flops",
     [TUNING, TUNING_CODE],
     "20-30 = 20-30 µs with Numba's TBB",
@@ -306,7 +312,8 @@ figure(
     README,
     "a call of at least 1.5·10⁸ flops wakes it first and shares the steps left when it arrives. That threshold "
     "lies below the point where waking was measured to pay: after 2-20 ms pauses (AVX-512, "
-    "`benchmarks/partner_wake_results.md`) waking first took 1.23x the time alone at 49 MFLOP (h256 × 100 steps) "
+    "`benchmarks/results/zen4-avx512/partner_wake_results.md`) waking first took 1.23x the time alone at 49 "
+    "MFLOP (h256 × 100 steps) "
     "and at 177 MFLOP (h512), and 0.46x at 668 MFLOP (h1024), so calls between 150 and 668 MFLOP",
     [TUNING_CODE, WAKE],
     "1.5·10⁸ = PAIR_WAKE_FLOPS = 150_000_000",
@@ -338,7 +345,7 @@ figure(README, "per-stream calls stay between 36,632 and 45,967 steps per second
 figure(
     CHANGELOG,
     "17 s for a first float32 call, 103 s for every kernel path, from an empty cache",
-    "benchmarks/cold_start_results_2026-11-25_zen3.md",
+    Z3 + "cold_start_results.md",
     "17",
     "103",
 )
@@ -382,7 +389,7 @@ figure(CHANGELOG, "promised bound, 4 ulp, exhaustively", "tests/test_activations
 figure(CHANGELOG, "calls spaced by 2-20 ms pauses", "benchmarks/bench_gru.py", "2-20 = PAUSE = (0.002, 0.020)")
 figure(
     CHANGELOG,
-    "entering a TBB parallel region costs 20-30 µs on the test machines (`benchmarks/tuning.md`)",
+    "entering a TBB parallel region costs 20-30 µs on the test machines (`docs/tuning.md`)",
     TUNING,
     "20-30 = 20-30 µs with Numba's TBB",
 )
@@ -399,8 +406,9 @@ figure(
 )
 figure(
     CHANGELOG,
-    "went from 0.69-1.35 (4 above 1, 2 at or below 0.8) at 0.1.0 (`benchmarks/results_0.1.0.md`, that release's run)",
-    "benchmarks/results_0.1.0.md",
+    "went from 0.69-1.35 (4 above 1, 2 at or below 0.8) at 0.1.0 "
+    "(`benchmarks/results/zen4-avx512/bench_gru_results_0.1.0.md`, that release's run)",
+    Z4 + "bench_gru_results_0.1.0.md",
     "0.69",
     "1.35",
 )
@@ -433,7 +441,8 @@ figure(
 )
 figure(
     CHANGELOG,
-    "Measured on b1 s100 sequences after 2-20 ms pauses (AVX-512, `benchmarks/partner_wake_results.md`), waking "
+    "Measured on b1 s100 sequences after 2-20 ms pauses (AVX-512, "
+    "`benchmarks/results/zen4-avx512/partner_wake_results.md`), waking "
     "first took 1.23x the time alone at h256 (49 MFLOP) and also at h512 (177 MFLOP, above the new threshold), "
     "and 0.46x at h1024 (668 MFLOP): waking pays somewhere between 177 and 668 MFLOP, so calls from 150 MFLOP",
     [WAKE, TUNING_CODE],
@@ -448,14 +457,14 @@ figure(
 figure(
     CHANGELOG,
     "ratio lies between 0.69 and 1.35 over the 15 benchmark shapes",
-    "benchmarks/results_0.1.0.md",
+    Z4 + "bench_gru_results_0.1.0.md",
     "0.69",
     "1.35",
 )
 figure(
     CHANGELOG,
     "Per call on a 4x4 one-step sequence, in that run: 6.9 µs (prepared op), 20.1 µs (function)",
-    "benchmarks/results_0.1.0.md",
+    Z4 + "bench_gru_results_0.1.0.md",
     "6.9",
     "20.1",
 )
@@ -519,14 +528,14 @@ figure(CHANGELOG, "(b1 s100 i64 h256 645 against 642 µs, b64 s100 i256 h256 1.2
 figure(DEPLOYMENT, "32.5 s instead of 45 s", TUNING, "32.5", "45")
 
 # ------------------------------------------------------------------------------ small calls
-SMALL, SMALL_BEFORE = "benchmarks/small_calls_results.md", "benchmarks/small_calls_before.md"
-SMALL_ZEN3 = "benchmarks/small_calls_results_zen3.md"
-LAYERS, LAYERS_BEFORE = "benchmarks/small_call_layers_results.md", "benchmarks/small_call_layers_before.md"
+SMALL, SMALL_BEFORE = Z4 + "small_calls_results.md", AB_Z3 + "small_calls_before.md"
+SMALL_ZEN3 = Z3 + "small_calls_results.md"
+LAYERS, LAYERS_BEFORE = Z3 + "small_call_layers_results.md", AB_Z3 + "small_call_layers_before.md"
 table(
     README,
     "small-calls",
     SMALL,
-    "python benchmarks/small_calls.py --md benchmarks/small_calls_results.md --readme README.md",
+    "python benchmarks/small_calls.py --md benchmarks/results/zen4-avx512/small_calls_results.md --readme README.md",
 )
 figure(
     README,
@@ -564,7 +573,7 @@ figure(
     README,
     "tiny cell and sequence take 0.47x and 0.48x ONNX Runtime's time, the hidden-size-256 cell 1.11x (spaced calls "
     "1.30x), and the function API 4.96x the prepared cell",
-    "benchmarks/small_calls_results_avx512.md",
+    ER + "small_calls_results.md",
     "0.47",
     "0.48",
     "1.11",
@@ -575,7 +584,7 @@ figure(
     README,
     "the tiny cell and sequence took 0.50x and 0.51x ONNX Runtime's time, the hidden-size-256 cell 1.42x (spaced "
     "calls 1.13x), and the function API 3.36x the prepared cell",
-    "benchmarks/small_calls_results_zen4.md",
+    AB_Z4 + "small_calls_results_before_shared.md",
     "0.50",
     "0.51",
     "1.42",
@@ -585,13 +594,13 @@ figure(
 figure(
     README,
     "in a process of its own it takes 17.92 µs, against ONNX Runtime's 19.10 µs with its workers spinning",
-    "benchmarks/peer_spinning_results_zen4.md",
+    Z4 + "peer_spinning_results.md",
     "17.92",
     "19.10",
 )
-SHARED, SHARED_AVX2 = "benchmarks/direct_calls_ab_shared_avx512.md", "benchmarks/direct_calls_ab_shared_avx2code.md"
-SMALL_AB = "benchmarks/small_calls_ab_shared_zen4.md"
-SMALL_AB_AVX2 = "benchmarks/small_calls_ab_shared_zen4_avx2code.md"
+SHARED, SHARED_AVX2 = AB_Z4 + "direct_calls_ab_shared.md", AB_Z4C + "direct_calls_ab_shared.md"
+SMALL_AB = AB_Z4 + "small_calls_ab_shared.md"
+SMALL_AB_AVX2 = AB_Z4C + "small_calls_ab_shared.md"
 figure(
     CHANGELOG,
     "256 took 61.8 -> 48.9 µs with avx512 code (3.54x -> 2.95x the prepared cell's time) and 65.2 -> 55.4 µs with "
@@ -646,21 +655,21 @@ figure(
 figure(
     CHANGELOG,
     "an empty cache it took 21.6 -> 25.4 s",
-    "benchmarks/cold_ab_results_shared_direct.md",
+    AB_Z4 + "cold_ab_results_shared_direct.md",
     "21.6",
     "25.4",
 )
-RACE = "benchmarks/wavefront_results_zen4_race.md"
+RACE = Z4 + "wavefront_results.md"
 figure(README, "it ran within 1.00-1.03 of the faster way", RACE, "1.00", "1.03")
 figure(
     CHANGELOG,
     "had taken 1,283.7 µs as a wavefront against 470.3 µs on its layers' paths",
-    "benchmarks/stacks_results_zen4_before_race.md",
+    AB_Z4 + "stacks_results_before_race.md",
     "1,283.7",
     "470.3",
 )
 figure(CHANGELOG, "the race runs within 1.00-1.03 of the faster way", RACE, "1.00", "1.03")
-DIRECT, DIRECT_AVX2 = "benchmarks/packing_results_direct_avx512.md", "benchmarks/packing_results_direct_avx2code.md"
+DIRECT, DIRECT_AVX2 = AB_ER + "packing_results_direct.md", AB_ERC + "packing_results_direct.md"
 figure(
     README,
     "the same-weights call at hidden size 256 went from 245.3 to 114.6 µs, a call with new weights from 456.8 to "
@@ -694,7 +703,7 @@ figure(CHANGELOG, "H = 256 456.8 -> 206.2 µs (avx512)", DIRECT, "456.8", "206.2
 figure(
     CHANGELOG,
     "54.1 -> 60.1 s, the first one-row function call 5.4 -> 6.9 s",
-    "benchmarks/cold_ab_results_direct.md",
+    AB_ER + "cold_ab_results_direct.md",
     "54.1",
     "60.1",
     "5.4",
@@ -705,7 +714,7 @@ figure(
     TUNING,
     "with avx512 code the pair took 0.92, 0.95 and 0.81 of the time alone at h256, h384 and h512, and 1.42 and 1.25 "
     "at h64 and h128; with AVX2 code 0.86 at h256, 1.04 at h384 and h512",
-    ["benchmarks/direct_pair_experiment_avx512.md", "benchmarks/direct_pair_experiment_avx2code.md"],
+    [AB_ER + "direct_pair_experiment.md", AB_ERC + "direct_pair_experiment.md"],
     "0.92",
     "0.95",
     "0.81",
@@ -717,9 +726,10 @@ figure(
 figure(
     README,
     "The one-row function call at hidden size 256 takes 5.76x the prepared cell's time in "
-    "`benchmarks/direct_calls_results_avx512.md` (6.53x with the avx2 geometry compiled with that host's AVX-512 "
+    "`benchmarks/results/emeraldrapids-avx512/direct_calls_results.md` (6.53x with the avx2 geometry compiled "
+    "with that host's AVX-512 "
     "features",
-    ["benchmarks/direct_calls_results_avx512.md", "benchmarks/direct_calls_results_avx2code.md"],
+    [ER + "direct_calls_results.md", ERC + "direct_calls_results.md"],
     "5.76",
     "6.53",
 )
@@ -731,17 +741,17 @@ for doc, quote in (
     ),
     (CHANGELOG, "30.57 -> 23.16 µs alone in its process, 1.35x -> 1.16x ONNX Runtime beside it"),
 ):
-    figure(doc, quote, "benchmarks/small_calls_pair_plan_ab.md", "30.57", "23.16", "1.35", "1.16")
+    figure(doc, quote, AB_ER + "small_calls_pair_plan_ab.md", "30.57", "23.16", "1.35", "1.16")
 figure(
     CHANGELOG,
     "went from 1.93x-2.03x to 2.74x-2.88x torch's speed",
-    "benchmarks/torch_plans_ab.md",
+    AB_ER + "torch_plans_ab.md",
     "1.93",
     "2.03",
     "2.74",
     "2.88",
 )
-SPIN0 = "benchmarks/small_calls_results_spin0.md"
+SPIN0 = Z3 + "small_calls_results_spin0.md"
 figure(
     TUNING,
     "24.89 µs on the pair path against 26.86 µs on one thread; the whole `cell(x, h, out=h)` 31.20 µs",
@@ -795,11 +805,11 @@ figure(ARCH, "326 ns with one array, 968 with twelve", LAYERS, "326", "968")
 table(
     BENCHMARKING,
     "numpy-candidate",
-    "benchmarks/candidate_numpy_results.md",
+    Z3 + "candidate_numpy_results.md",
     "python -m fastgru bench --candidate fastgru.reference:gru_sequence --suite tiny-v1 --suite latency-v1; the same "
     "with fastgru.reference:gru_cell --op gru_cell (docs/benchmarking.md)",
 )
-PACKING, PACKING_AVX2 = "benchmarks/packing_results_avx512.md", "benchmarks/packing_results_avx2code.md"
+PACKING, PACKING_AVX2 = AB_ER + "packing_results.md", AB_ERC + "packing_results.md"
 figure(
     CHANGELOG,
     "H = 256 521.7 -> 185.4 µs, H = 512 8,734.6 -> 682.5 µs with avx512 code; 517.2 -> 248.9 and 6,221.9 -> 966.3 µs "
@@ -839,7 +849,8 @@ figure(
 )
 figure(
     README,
-    "took the same-weights call from 223.2 to 186.1 µs (`benchmarks/packing_results_avx512.md`), as packing itself "
+    "took the same-weights call from 223.2 to 186.1 µs "
+    "(`benchmarks/ab/emeraldrapids-avx512/packing_results.md`), as packing itself "
     "got faster (prepared `GRUCell` construction 521.7 to 185.4 µs)",
     PACKING,
     "223.2",
@@ -847,7 +858,7 @@ figure(
     "521.7",
     "185.4",
 )
-PAIR_OR_ALONE = ["benchmarks/pair_or_alone_results_avx512.md", "benchmarks/pair_or_alone_results_avx2code.md"]
+PAIR_OR_ALONE = [ER + "pair_or_alone_results.md", ERC + "pair_or_alone_results.md"]
 figure(
     TUNING,
     "(sequences s4-s100 i64 h128 1.11-1.19x the time alone, the cells i192 h192 and i512 h128 even at 1.01 and 0.96), "
@@ -868,7 +879,7 @@ figure(
 figure(
     TUNING,
     "With no optimisation (0) the first call takes 8.3 s against 14.4 s at Numba's default (3)",
-    "benchmarks/cold_opt_results_avx512.md",
+    ER + "cold_opt_results.md",
     "8.3",
     "14.4",
 )
@@ -876,7 +887,7 @@ figure(
     TUNING,
     "(14.1 and 13.2 s, within the runs' spread) and make the kernels slower (b64 s100 i256 h256: 27,873.5 µs at 3, "
     "30,707.0 at 2, 37,753.2 at 1)",
-    "benchmarks/cold_opt_results_avx512.md",
+    ER + "cold_opt_results.md",
     "14.1",
     "13.2",
     "27,873.5",
@@ -885,7 +896,7 @@ figure(
 )
 
 # ------------------------------------------------------------------------------ the layer wavefront
-WAVEFRONT = ["benchmarks/wavefront_results_avx512.md", "benchmarks/wavefront_results_avx2code.md"]
+WAVEFRONT = [ER + "wavefront_results.md", ERC + "wavefront_results.md"]
 for row in (
     "| 2 × 64 | 0.77 | 0.88 | yes |",
     "| 2 × 128 | 0.56 | 0.70 | yes |",
@@ -900,7 +911,7 @@ for row in (
 figure(
     TUNING,
     "0.83 at 2 × 128, but 1.11 at 2 × 256 and 1.18 at 2 × 64",
-    "benchmarks/wavefront_experiment_per_step_avx512.md",
+    AB_ER + "wavefront_experiment_per_step.md",
     "0.83",
     "1.11",
     "1.18",
@@ -919,7 +930,7 @@ figure(
 figure(
     README,
     "it took 0.56 of the split's time for 2 × 128 layers and 0.81 for 2 × 256",
-    "benchmarks/wavefront_results_avx512.md",
+    ER + "wavefront_results.md",
     "0.56",
     "0.81",
 )
@@ -927,7 +938,7 @@ figure(
     TUNING,
     "chained 0.94, 0.93 and 1.00 of the modules apart at hidden sizes 64, 128 and 256. One 2-layer `torch.nn.GRU` "
     "of the same sizes took 43.1, 86.8 and 273.4 µs per frame, where the modules apart took 67.4, 116.9 and 290.1",
-    "benchmarks/torch_chains_experiment_avx512.md",
+    AB_ER + "torch_chains_experiment.md",
     "0.94",
     "0.93",
     "1.00",
@@ -941,7 +952,7 @@ figure(
 figure(
     TUNING,
     "the wavefront's ratios were 0.52-1.02 with 8, 0.59-0.79 with 16 and 0.65-1.00 with 32",
-    "benchmarks/wavefront_steps_experiment_avx512.md",
+    AB_ER + "wavefront_steps_experiment.md",
     "0.52",
     "1.02",
     "0.59",
@@ -951,8 +962,8 @@ figure(
 )
 
 # ---------------------------------------------------------------------- compile time: driver callbacks (issue 23)
-BREAKDOWN = "benchmarks/compile_breakdown_results_avx512.md"
-COLD_CALLBACKS = "benchmarks/cold_ab_results_callbacks.md"
+BREAKDOWN = AB_ER + "compile_breakdown_results_callbacks.md"
+COLD_CALLBACKS = AB_ER + "cold_ab_results_callbacks.md"
 for row in (
     "| float32 serial | 14.47, 17.44 | 14.41, 13.00 |",
     "| float32 parallel | 13.69, 11.71 | 3.91, 4.44 |",
@@ -1021,15 +1032,15 @@ figure(
 )
 figure(
     TUNING,
-    "took 0.843-1.026 of their time before (`benchmarks/ab_results_callbacks.md`",
-    "benchmarks/ab_results_callbacks.md",
+    "took 0.843-1.026 of their time before (`benchmarks/ab/emeraldrapids-avx512/ab_results_callbacks.md`",
+    AB_ER + "ab_results_callbacks.md",
     "0.843",
     "1.026",
 )
 figure(
     TUNING,
     "a one-row h256 sequence on the pair path took 1.097 of its time before (12 pairs); padded to 56, 0.964.",
-    "benchmarks/ab_results_callbacks.md",
+    AB_ER + "ab_results_callbacks.md",
     "1.097",
     "0.964",
 )
@@ -1037,7 +1048,7 @@ figure(
     TUNING,
     "took 0.931-1.019 of their time before, but the one-row h256 cell on the pair path 1.089 (12 pairs; 28.6 -> 31.1 "
     "µs), against 0.969 for the old code against itself",
-    "benchmarks/ab_results_callbacks_avx2code.md",
+    AB_ERC + "ab_results_callbacks.md",
     "0.931",
     "1.019",
     "1.089",
@@ -1045,12 +1056,12 @@ figure(
     "31.1",
     "0.969",
 )
-figure(TUNING, "It is there already at af8ef1e (1.125)", "benchmarks/ab_results_callbacks_avx2code.md", "1.125")
+figure(TUNING, "It is there already at af8ef1e (1.125)", AB_ERC + "ab_results_callbacks.md", "1.125")
 figure(
     TUNING,
     "moved from 0.92 to 1.14 within an hour. Over 20 alternating pairs every change together gave 1.082, 95% "
     "interval 0.958-1.159",
-    "benchmarks/ab_results_pair_cell_avx2code.md",
+    AB_ERC + "ab_results_pair_cell.md",
     "1.082",
     "0.958",
     "1.159",
@@ -1058,7 +1069,7 @@ figure(
 figure(
     TUNING,
     "20 more processes each, 1.044 (0.971-1.184)",
-    "benchmarks/ab_results_pair_cell_avx2code.md",
+    AB_ERC + "ab_results_pair_cell.md",
     "1.044",
     "0.971",
     "1.184",
@@ -1066,16 +1077,16 @@ figure(
 figure(
     CHANGELOG,
     "and with 20 pairs 1.082, 95% interval 0.958-1.159",
-    "benchmarks/ab_results_pair_cell_avx2code.md",
+    AB_ERC + "ab_results_pair_cell.md",
     "1.082",
     "0.958",
     "1.159",
 )
 
-# Literal arguments (issue 23): benchmarks/tuning.md, "Literal arguments: one compilation per constant"
-BREAKDOWN_LITERALS = "benchmarks/compile_breakdown_results_literals.md"
-COLD_LITERALS = "benchmarks/cold_ab_results_literals.md"
-AB_LITERALS, AB_LITERALS_AVX2 = "benchmarks/ab_results_literals.md", "benchmarks/ab_results_literals_avx2code.md"
+# Literal arguments (issue 23): docs/tuning.md, "Literal arguments: one compilation per constant"
+BREAKDOWN_LITERALS = AB_ER + "compile_breakdown_results_literals.md"
+COLD_LITERALS = AB_ER + "cold_ab_results_literals.md"
+AB_LITERALS, AB_LITERALS_AVX2 = AB_ER + "ab_results_literals.md", AB_ERC + "ab_results_literals.md"
 for row in (
     "| float32 serial | 11.02 | 9.76 |",
     "| float32 pair | 9.16 | 7.84 |",
@@ -1123,7 +1134,7 @@ figure(
 figure(
     TUNING,
     "h128 lbr1 0.956 (0.883-1.062), h256 1.053 (0.875-1.170)",
-    "benchmarks/ab_results_literals_avx2code_rows.md",
+    AB_ERC + "ab_results_literals_rows.md",
     "0.956",
     "0.883",
     "1.062",
@@ -1134,7 +1145,7 @@ figure(
 figure(
     TUNING,
     "the ratios lie between 0.913 and 1.144, every interval again holding 1 (the one-row h256 cell 1.110, 0.912-1.242)",
-    "benchmarks/ab_results_literals_avx2pure.md",
+    AB_ERC + "ab_results_literals_avx2pure.md",
     "0.913",
     "1.144",
     "1.110",
@@ -1143,13 +1154,13 @@ figure(
 )
 
 # The function API's short path (issue 20)
-SHORT_AB = "benchmarks/direct_calls_ab_shortpath_avx512.md"
+SHORT_AB = AB_ER + "direct_calls_ab_shortpath.md"
 FN_BEFORE, FN_AFTER = (
-    "benchmarks/small_call_layers_function_before.md",
-    "benchmarks/small_call_layers_function_after.md",
+    AB_ER + "small_call_layers_function_before.md",
+    AB_ER + "small_call_layers_function_after.md",
 )
 figure(README, "3.04x (from 3.66x in the same alternating processes", SHORT_AB, "3.04", "3.66")
-figure(README, "with AVX2 code 3.17x from 4.13x", "benchmarks/direct_calls_ab_shortpath_avx2code.md", "3.17", "4.13")
+figure(README, "with AVX2 code 3.17x from 4.13x", AB_ERC + "direct_calls_ab_shortpath.md", "3.17", "4.13")
 figure(README, "the call of hidden size 4 takes 8.29 µs instead of 19.81 µs", [FN_AFTER, FN_BEFORE], "8.29", "19.81")
 figure(
     CHANGELOG,
@@ -1170,7 +1181,7 @@ for quote, source, figures in (
     figure("docs/architecture.md", quote, source, *figures)
 
 # --jobs, measured again (issue 23)
-JOBS = "benchmarks/warmup_jobs_results.md"
+JOBS = ER + "warmup_jobs_results.md"
 figure("docs/deployment.md", "31.8 s instead of 38.3 s on a 2-core Intel Xeon", JOBS, "31.8", "38.3")
 figure("docs/deployment.md", "60.8 CPU seconds instead of 38.4", JOBS, "60.8", "38.4")
 figure(
@@ -1193,7 +1204,7 @@ figure(
 figure(
     TUNING,
     "from 3.66x to 3.04x the prepared cell's time with avx512 code and from 4.13x to 3.17x with AVX2 code",
-    [SHORT_AB, "benchmarks/direct_calls_ab_shortpath_avx2code.md"],
+    [SHORT_AB, AB_ERC + "direct_calls_ab_shortpath.md"],
     "3.66",
     "3.04",
     "4.13",
@@ -1202,7 +1213,7 @@ figure(
 figure(
     TUNING,
     "own ratios spread 2.68-3.74 and 2.91-4.67 after",
-    [SHORT_AB, "benchmarks/direct_calls_ab_shortpath_avx2code.md"],
+    [SHORT_AB, AB_ERC + "direct_calls_ab_shortpath.md"],
     "2.68",
     "3.74",
     "2.91",
@@ -1211,7 +1222,7 @@ figure(
 figure(
     CHANGELOG,
     "the wavefront's 0.70, 0.80 and 0.92 below",
-    "benchmarks/wavefront_results_avx2code.md",
+    ERC + "wavefront_results.md",
     "0.70",
     "0.80",
     "0.92",

@@ -1,7 +1,7 @@
 """Whether a one-row call after a pause should wake the sleeping partner thread first: the
-measurement behind ``_tuning.PAIR_WAKE_FLOPS`` (benchmarks/tuning.md, "Tuning: the partner thread").
+measurement behind ``_tuning.PAIR_WAKE_FLOPS`` (docs/tuning.md, "Tuning: the partner thread").
 
-    python benchmarks/partner_wake.py [--md benchmarks/partner_wake_results.md]
+    python benchmarks/partner_wake.py [--md benchmarks/results/<cpu>/partner_wake_results.md]
 
 GRUSequence b1 s100 i64 lbr1 float32 for several hidden sizes, prepared op with ``out=``, 40 calls
 each after a pause of 2-20 ms (one seed), the partner asleep at each call: once with

@@ -1,6 +1,7 @@
 """What ONNX Runtime's spinning workers cost fastgru's one-row cell when both run in one process.
 
-    python benchmarks/peer_spinning.py [--processes 4] [--rounds 15] [--md benchmarks/peer_spinning_results.md]
+    python benchmarks/peer_spinning.py [--processes 4] [--rounds 15]
+                                       [--md benchmarks/results/<cpu>/peer_spinning_results.md]
 
 The hidden-size-256 row of ``small_calls.py`` (GRUCell b1 i256 h256, float32, ``cell(x, h, out=h)``
 against ONNX Runtime's GRU node with IOBinding, 2 threads each), in fresh processes whose ONNX

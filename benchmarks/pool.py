@@ -20,7 +20,8 @@ tick, timed:
 Each (n, implementation) runs 5 rounds, interleaved over every n and implementation; a round is
 two untimed ticks, then ticks for 0.1 s (at least 3); steps per second is n over the median tick.
 The report gives the median over the rounds, and ratios of medians from this one run. Results go
-to ``benchmarks/pool_results.json`` and ``.md`` and the chart to ``benchmarks/pool.png``.
+to ``benchmarks/results/<cpu>/pool_results.json`` and ``.md`` and the chart to ``pool_results.png``
+beside them (``conftest.results_dir``).
 """
 
 import argparse
@@ -34,7 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from conftest import machine_info  # noqa: E402  (benchmarks/conftest.py: also imports openvino first, for TBB)
+from conftest import machine_info, results_dir  # noqa: E402  (benchmarks/conftest.py: also imports openvino first, for TBB)
 from peers import THREADS  # noqa: E402
 
 import fastgru  # noqa: E402
@@ -277,9 +278,11 @@ def main():
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.1)
-    parser.add_argument("--out", default=str(HERE / "pool_results"), help="path of the .json and .md, no suffix")
-    parser.add_argument("--png", default=str(HERE / "pool.png"))
+    parser.add_argument("--out", help="the .json and .md, no suffix (default benchmarks/results/<cpu>/pool_results)")
+    parser.add_argument("--png", help="default: benchmarks/results/<cpu>/pool_results.png")
     args = parser.parse_args()
+    args.out = args.out or str(results_dir() / "pool_results")
+    args.png = args.png or args.out + ".png"
     sizes = [int(n) for n in args.sizes.split(",")]
     streams = Streams()
     impls = builders(streams)

@@ -1,16 +1,17 @@
-"""Turn pytest-benchmark's JSON into the markdown tables and the PNG chart of the README.
+"""Turn pytest-benchmark's JSON into the markdown tables and the PNG chart of the peer benchmark.
 
-    python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme README.md] [--marker bench]
+    python benchmarks/report.py benchmarks/results.json [--md ...] [--png ...] [--readme FILE] [--marker bench]
 
 First table, calls back to back: per shape, the median time of each implementation in µs, the
 GFLOP/s of fastgru_prepared and of the best peer (FLOPs = 2·B·T·3H·(I+H)·D), and fastgru_prepared's
 time over the best peer's. Second table, spaced calls (a pause of 2-20 ms before each call, the
 same schedule for every implementation): the median time of each implementation and the same
 ratio. The best peer is the fastest row among the peers and their variants (OpenVINO, ONNX Runtime
-with IOBinding and with plain ``session.run``, torch); below 1 means fastgru is faster. The tables
-also replace the text between the markers ``<!-- bench:start -->`` and ``<!-- bench:end -->`` of
-README.md (``--marker bench-avx2``: those of the AVX2 table), so that nobody edits the README's
-figures by hand.
+with IOBinding and with plain ``session.run``, torch); below 1 means fastgru is faster. By default
+the tables go to ``bench_gru_results.md`` and the chart to ``bench_gru_results.png`` in the folder of
+the machine the JSON names, ``benchmarks/results/<cpu>/`` (``conftest.results_dir``), where the
+documentation's performance pages include them; ``--readme FILE`` also replaces the text between the
+markers ``<!-- bench:start -->`` and ``<!-- bench:end -->`` of FILE (``--marker NAME``: those of NAME).
 """
 
 import argparse
@@ -152,22 +153,24 @@ def chart(rows, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json")
-    here = Path(__file__).resolve().parent
-    parser.add_argument("--md", default=str(here / "results.md"))
-    parser.add_argument("--png", default=str(here / "results.png"))
-    parser.add_argument(
-        "--readme",
-        default=str(here.parent / "README.md"),
-        help="file whose text between the markers (--marker) is replaced by the table",
-    )
+    parser.add_argument("--md", help="default: benchmarks/results/<cpu>/bench_gru_results.md, <cpu> from the JSON")
+    parser.add_argument("--png", help="default: the same folder's bench_gru_results.png")
+    parser.add_argument("--readme", help="file whose text between the markers (--marker) is replaced by the table")
     parser.add_argument("--marker", default="bench", help="the markers' NAME: <!-- NAME:start -->, <!-- NAME:end -->")
     args = parser.parse_args()
     modes, machine, pause = load(args.json)
     rows = modes.get("back-to-back", {})
     text = table(rows, machine, modes.get("spaced"), pause)
+    if args.md is None or args.png is None:
+        from conftest import results_dir
+
+        folder = results_dir(machine)
+        args.md = args.md or folder / "bench_gru_results.md"
+        args.png = args.png or folder / "bench_gru_results.png"
     Path(args.md).write_text(text)
     chart(rows, args.png)
-    replace_table(args.readme, args.marker, text)
+    if args.readme:
+        replace_table(args.readme, args.marker, text)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What a small call costs, layer by layer, and what Numba's dispatcher costs per argument.
 
-    python benchmarks/small_call_layers.py [--md benchmarks/small_call_layers_results.md]
+    python benchmarks/small_call_layers.py [--md benchmarks/results/<cpu>/small_call_layers_results.md]
 
 Two tables, float32, one thread's view, warm, medians of interleaved rounds:
 

@@ -1,7 +1,7 @@
 """The small-call table: the calls a low-latency server makes most, fastgru beside ONNX Runtime.
 
-    python benchmarks/small_calls.py [--rounds 15] [--json benchmarks/small_calls_results.json]
-                                     [--md benchmarks/small_calls_results.md] [--readme README.md]
+    python benchmarks/small_calls.py [--rounds 15] [--json benchmarks/results/<cpu>/small_calls_results.json]
+                                     [--md benchmarks/results/<cpu>/small_calls_results.md] [--readme FILE]
 
 Rows (float32, 2 threads for both, everything in one process, warm):
 
@@ -16,7 +16,7 @@ Back-to-back rows: each round times ``--calls`` calls of each implementation in 
 alternates), and the row gives the median of the rounds' per-call means. Spaced rows: one call
 after each pause, the implementations alternating, 60 pauses each; the median. Writes JSON (the
 records and the machine) and a markdown table, which ``--readme`` also puts between the markers
-``<!-- small-calls:start -->`` and ``<!-- small-calls:end -->`` of the README.
+``<!-- small-calls:start -->`` and ``<!-- small-calls:end -->`` of FILE.
 """
 
 import argparse

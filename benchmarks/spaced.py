@@ -1,7 +1,7 @@
 """Why spaced calls are slower: one shape timed back to back and after pauses, on 1 and 2 threads.
 
-    python benchmarks/spaced.py [--md benchmarks/spaced_results.md]
-    FASTGRU_SPIN_US=30000 python benchmarks/spaced.py [--md benchmarks/spaced_results_spin30ms.md]
+    python benchmarks/spaced.py [--md benchmarks/results/<cpu>/spaced_results.md]
+    FASTGRU_SPIN_US=30000 python benchmarks/spaced.py [--md benchmarks/results/<cpu>/spaced_results_spin30ms.md]
 
 GRUSequence b1 s100 i64 h256 linear_before_reset (the spaced shape of ``bench_gru.py``), float32,
 prepared op with ``out=``: the median of 200 calls back to back, and of 60 calls each after a pause

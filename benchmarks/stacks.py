@@ -1,8 +1,8 @@
 """The stack table: torch.nn.GRU stacks at batch 1, frame by frame and over a sequence, fastgru beside
 ONNX Runtime and torch, in one process.
 
-    python benchmarks/stacks.py [--rounds 11] [--json benchmarks/stacks_results.json]
-                                [--md benchmarks/stacks_results.md] [--readme README.md]
+    python benchmarks/stacks.py [--rounds 11] [--json benchmarks/results/<cpu>/stacks_results.json]
+                                [--md benchmarks/results/<cpu>/stacks_results.md] [--readme FILE]
 
 Each stack is a torch.nn.GRU (torch's initialisation, batch_first, input_size 128) of 2 or 3
 layers of hidden size 128, 256 or 512, float32, 2 threads for every runtime. Per stack and case
@@ -22,8 +22,8 @@ calls, after a pause of 20 ms (the threads the previous runtime left spinning fa
 ONNX Runtime's and fastgru's partner all spin after a call, and on two cores they would take the
 next one's cores) and three calls untimed; a row gives the median over the rounds of the per-call
 means, and the ratios to ONNX Runtime and torch. Writes JSON and a markdown table, which
-``--readme`` puts between the markers ``<!-- stacks:start -->`` and ``<!-- stacks:end -->`` of the
-README.
+``--readme FILE`` puts between the markers ``<!-- stacks:start -->`` and ``<!-- stacks:end -->`` of
+FILE.
 """
 
 import argparse
@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import machine_info  # noqa: E402  (also imports openvino first: Numba then picks TBB)
+from conftest import machine_info, results_dir  # noqa: E402  (also imports openvino first: Numba then picks TBB)
 from peers import THREADS, onnxruntime_session  # noqa: E402
 from report import replace_table  # noqa: E402
 
@@ -237,14 +237,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--calls", type=int, default=400, help="calls per round of a frame row (fewer per step)")
-    parser.add_argument("--json", default="benchmarks/stacks_results.json")
-    parser.add_argument("--md", default="benchmarks/stacks_results.md")
+    parser.add_argument("--json", help="default: benchmarks/results/<cpu>/stacks_results.json (conftest.results_dir)")
+    parser.add_argument("--md", help="default: the same folder's stacks_results.md")
     parser.add_argument("--readme")
     args = parser.parse_args(argv)
     records = measure(args.rounds, args.calls)
     machine = machine_info()
     machine["date"] = time.strftime("%Y-%m-%d")
     text = markdown(records, machine)
+    args.json = args.json or results_dir() / "stacks_results.json"
+    args.md = args.md or results_dir() / "stacks_results.md"
     Path(args.json).write_text(json.dumps({"machine": machine, "records": records}, indent=1) + "\n")
     Path(args.md).write_text(text)
     if args.readme:

@@ -1,6 +1,6 @@
 """``python -m fastgru warmup --jobs N`` with an empty cache folder: wall and CPU seconds per N.
 
-    python benchmarks/warmup_jobs.py [--jobs 1 2] [--rounds 3] [--md benchmarks/warmup_jobs_results.md]
+    python benchmarks/warmup_jobs.py [--jobs 1 2] [--rounds 3] [--md benchmarks/results/<cpu>/warmup_jobs_results.md]
 
 Each round runs the command once per N, in a fresh process with a new empty ``--cache-dir``, the
 order of the N alternating from round to round; the table gives the medians over the rounds of the

@@ -3,7 +3,7 @@
 one process.
 
     python benchmarks/weight_dtypes.py [--rounds 7] [--seconds 0.1] [--quick]
-                                       [--out benchmarks/weight_dtypes_results]
+                                       [--out benchmarks/results/<cpu>/weight_dtypes_results]
 
 Writes ``PREFIX.json`` (the machine, every round of every row, every error), ``PREFIX.md`` (the
 tables) and ``PREFIX_table.md`` (the README's summary, put between its markers with ``--readme``),
@@ -63,7 +63,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import machine_info  # noqa: E402  (also imports openvino first: Numba then picks TBB)
+from conftest import machine_info, results_dir  # noqa: E402  (also imports openvino first: Numba then picks TBB)
 from peers import (  # noqa: E402
     THREADS,
     Case,
@@ -555,10 +555,13 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=0.1, help="time per row per round")
     parser.add_argument("--states", type=int, default=1000, help="random rows of the one-step errors")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 0.01 s, 200 rows: a smoke run")
-    parser.add_argument("--out", default="benchmarks/weight_dtypes_results", help="writes PREFIX.md and PREFIX.json")
+    parser.add_argument(
+        "--out", help="writes PREFIX.md and PREFIX.json; default benchmarks/results/<cpu>/weight_dtypes_results"
+    )
     parser.add_argument("--readme", help="also put the summary tables between the README's weight-dtypes markers")
     parser.add_argument("--report", action="store_true", help="only rewrite PREFIX.md (and --readme) from PREFIX.json")
     args = parser.parse_args(argv)
+    args.out = args.out or str(results_dir() / "weight_dtypes_results")
     if args.quick:
         args.rounds, args.seconds, args.states = 2, 0.01, 200
     try:
