@@ -2,7 +2,7 @@
 the geometry for the dtype), for packing weights into panels (``layout.pack_weights``).
 
 Packing writes each column of W or R as a row of its panel: a transpose. Element by element, the
-loads or the stores go one element at a time (benchmarks/packing_results_avx512.md has the cost
+loads or the stores go one element at a time (benchmarks/ab/emeraldrapids-avx512/packing_results.md has the cost
 before and after). Here L rows of L elements are loaded as L vectors, and log2(L) rounds of
 shuffles swap their off-diagonal halves, quarters, ...: the L vectors are then the block's
 columns, stored as L vectors. The elements are moved, never computed: the bits are the source's.
