@@ -17,7 +17,7 @@ compiled on one CPU load on any other CPU of that level (a cache baked into a co
 on a build machine serves the deploy machines), and a CPU without the level's features computes
 another key and never loads them. ``FASTGRU_CPU=host`` compiles for this CPU's model, as Numba
 does by default. ``auto`` (the default) is portable for avx2, where the level ran the kernels as
-fast as the host's model (benchmarks/tuning.md, "Compile time and portable caches"), and host
+fast as the host's model (docs/tuning.md, "Compile time and portable caches"), and host
 for avx512 and generic, not yet measured against the host's model. The level is used
 only when this CPU has all of its features (else the host's model); it is set as Numba's
 ``CPU_NAME`` and ``CPU_FEATURES`` for the process, so it applies only when fastgru is imported
@@ -195,7 +195,7 @@ GEOMETRY, TARGET_CPU, TARGET_FEATURES, CPU_MODE, CPU_NOTE = _setup()
 #: (``_kernels/microkernel.tile_fma``), in their layout: where the avx512 geometry compiles for a CPU
 #: with AVX512_VNNI (its own model; a portable level or a CPU named by NUMBA_CPU_NAME does not say
 #: so). Elsewhere int8 weights are widened to float32, which measured faster on AVX2 code
-#: (benchmarks/tuning.md, "Tuning: compact weights").
+#: (docs/tuning.md, "Tuning: compact weights").
 INT8_VNNI = GEOMETRY.name == "avx512" and "avx512vnni" in TARGET_FEATURES
 
 
