@@ -1,6 +1,6 @@
 """Every tuning constant of fastgru in one table: what it decides, in a line, and what justifies it.
 
-The measurements behind each value are in ``benchmarks/tuning.md`` and the CHANGELOG;
+The measurements behind each value are in ``docs/tuning.md`` and the CHANGELOG;
 the tests named here keep each choice honest (they patch these values to reach every path). The
 dispatcher reads them as ``_tuning.NAME`` at every call, so a test or an experiment can change
 them at run time; the kernels read the geometry once, when they compile.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 # ------------------------------------------------------------------------------- kernel paths
 #: Below this many FLOPs a call runs on the calling thread: a parallel region costs more than the
-#: work it would share (benchmarks/tuning.md, "Tuning: serial or parallel"; tests/test_kernel_paths.py).
+#: work it would share (docs/tuning.md, "Tuning: serial or parallel"; tests/test_kernel_paths.py).
 SERIAL_BELOW_FLOPS = 6_000_000
 
 #: A task computes X·Wᵀ + bias for all its rows and steps up front when that fits in this many
@@ -118,7 +118,7 @@ class Geometry:
         return " ".join(f"{rows}x{panels * self.panel_width(4)}" for rows, panels in self.tiles)
 
 
-#: The geometries, by FASTGRU_ISA name. Measured in benchmarks/tuning.md ("Tuning: geometries").
+#: The geometries, by FASTGRU_ISA name. Measured in docs/tuning.md ("Tuning: geometries").
 GEOMETRIES = {
     "avx512": Geometry(
         "avx512",
