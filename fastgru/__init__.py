@@ -13,7 +13,7 @@ from ._threading import get_num_threads, set_num_threads, threads
 from ._validate import FastGRUError
 from ._warmup import warmup
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AUGRUSequence",
