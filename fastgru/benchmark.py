@@ -265,9 +265,10 @@ def select(suite: str | Sequence[str] | None = None, op: str | None = None) -> l
 
 
 #: (rtol, atol) of a candidate against fastgru, per dtype: a value passes when
-#: |candidate - fastgru| <= atol + rtol·|fastgru|. Both sides round differently from the exact
+#: ``|candidate - fastgru| <= atol + rtol·|fastgru|``. Both sides round differently from the exact
 #: value (fastgru's tests hold it to the NumPy reference at 1e-5, 2e-6 in float32 on small shapes),
 #: and the suites' shapes are larger (512 hidden units, 100 steps):
+#:
 #: - float32: ten times the tests' tolerance, the one benchmarks/bench_gru.py holds OpenVINO, ONNX
 #:   Runtime, torch and the NumPy reference to on these shapes;
 #: - float64: a hundred times the tests' tolerance (1e-12, 1e-13);
@@ -585,7 +586,7 @@ def compare(
         round's median), ``calls_per_round``, ``gflops``, ``ratio_prepared`` and
         ``ratio_function`` (the candidate's time over fastgru_prepared's and fastgru's: below 1
         when the candidate is faster), ``max_abs_difference`` (per output), ``share_of_tolerance``
-        (the largest |difference| / (atol + rtol·|fastgru|)), ``tolerance`` ([rtol, atol]), ``ok``.
+        (the largest ``|difference| / (atol + rtol·|fastgru|)``), ``tolerance`` ([rtol, atol]), ``ok``.
 
     Raises
     ------
@@ -753,7 +754,7 @@ def table(records: list, facts: dict | None = None) -> str:
 
     With a candidate: per shape the candidate's, fastgru_prepared's and fastgru's median µs, the
     GFLOP/s of the candidate and of fastgru_prepared, the candidate's time over each of fastgru's,
-    and the candidate's max |difference| from fastgru with its share of the tolerance. Without:
+    and the candidate's max ``|difference|`` from fastgru with its share of the tolerance. Without:
     fastgru_prepared's and fastgru's µs and GFLOP/s.
     """
     if not records:
