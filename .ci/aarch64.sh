@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI's aarch64 step (README.md, "Platforms"): fastgru's platform tests on aarch64, emulated on this
+# CI's aarch64 step (docs/guide/platforms.md): fastgru's platform tests on aarch64, emulated on this
 # x86-64 host by qemu-user, in an aarch64 Python made from Debian's and PyPI's packages only:
 #   - Debian's qemu-user on the host (apt-get install, as root);
 #   - Debian bookworm's arm64 python3.11 and the libraries it loads (apt-get download PKG:arm64
@@ -25,7 +25,7 @@ debs=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libc6 libgcc
     libexpat1 libffi8 libbz2-1.0 liblzma5 libssl3 libuuid1 libsqlite3-0 libcrypt1 libtinfo6 libncursesw6
     libreadline8 libnsl2 libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1
     libcom-err2 libdb5.3)
-# fastgru's run-time dependencies as the README's benchmarks pin them, and pytest with its own.
+# fastgru's run-time dependencies as the benchmarks pin them, and pytest with its own.
 wheels=(numpy==2.4.6 numba==0.68.1 llvmlite==0.50.0 pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1
     packaging==26.3 pygments==2.21.0)
 # The subset: every op, float32 and float64, every kernel path (the partner thread's included),

@@ -25,6 +25,12 @@ def figure(doc, quote, source, *figures):
 
 
 README, CHANGELOG = "README.md", "CHANGELOG.md"
+# The documentation's pages that quote figures.
+OPS, STACKS, PYTORCH = "docs/guide/ops.md", "docs/guide/stacks.md", "docs/guide/pytorch.md"
+MODELS, STREAMS, SERVING = "docs/guide/models.md", "docs/guide/streams.md", "docs/guide/serving.md"
+PLATFORMS = "docs/guide/platforms.md"
+PERF_Z4, PERF_Z4C = "docs/performance/zen4-avx512.md", "docs/performance/zen4-avx2code.md"
+PERF_ER = "docs/performance/emeraldrapids-avx512.md"
 # The folders of the results (benchmarks/README.md, "Results: one folder per CPU") and of the A/B records.
 Z4, Z4C, Z3 = "benchmarks/results/zen4-avx512/", "benchmarks/results/zen4-avx2code/", "benchmarks/results/zen3-avx2/"
 ER, ERC = "benchmarks/results/emeraldrapids-avx512/", "benchmarks/results/emeraldrapids-avx2code/"
@@ -41,69 +47,72 @@ WAKE, POOL, MICRO = (
 COLD, ULP = ER + "cold_start_results.md", Z3 + "activations_ulp_results.md"
 AARCH64_CI = Z3 + "aarch64_ci_results.md"
 
-# ------------------------------------------------------------------------------ generated tables
-table(README, "bench", RESULTS, "python benchmarks/report.py benchmarks/results.json (benchmarks/README.md)")
-table(
-    README,
-    "bench-avx2",
-    RESULTS_AVX2,
-    "python benchmarks/report.py benchmarks/results_avx2.json --md "
-    "benchmarks/results/zen4-avx2code/bench_gru_results.md "
-    "--png benchmarks/results/zen4-avx2code/bench_gru_results.png --marker bench-avx2",
-)
-table(README, "cold-start", COLD, "python benchmarks/cold_start.py (or --report: from cold_start_results.json)")
-table(README, "stacks", Z4 + "stacks_results.md", "python benchmarks/stacks.py --readme README.md")
+# ------------------------------------------------------------------------------ README.md
+# The performance charts' captions (benchmarks/stacks.py, the "stack / ORT" column)
 figure(
     README,
+    "AMD EPYC Zen 4, AVX-512** (avx512 code): the stack took 0.64-0.85",
+    Z4 + "stacks_results.md",
+    "0.64",
+    "0.85",
+)
+figure(README, "AMD EPYC Zen 3, AVX2** (avx2 code): the stack took 0.58-0.91", Z3 + "stacks_results.md", "0.58", "0.91")
+figure(
+    README,
+    "Intel Xeon, Emerald Rapids, AVX-512** (avx512 code): the stack took 0.49-0.95",
+    ER + "stacks_results.md",
+    "0.49",
+    "0.95",
+)
+figure(
+    README,
+    "(12 s for a first float32 `gru_sequence` on a 2-core Intel Xeon, Emerald Rapids, AVX-512",
+    COLD,
+    "12",
+)
+
+# ---------------------------------------------------------------- the user guide and the performance pages
+figure(
+    STACKS,
     "On an AMD EPYC Zen 3 with AVX2 code the stack took 0.58-0.91 of ONNX Runtime's time",
     Z3 + "stacks_results.md",
     "0.58",
     "0.91",
 )
-table(
-    README,
-    "weight-dtypes",
-    ER + "weight_dtypes_results_table.md",
-    "python benchmarks/weight_dtypes.py --out benchmarks/results/emeraldrapids-avx512/weight_dtypes_results "
-    "(or --report: from the JSON)",
-)
-
-# ------------------------------------------------------------------------------ README.md
 # Platforms (.ci/aarch64.sh, FASTGRU_CI_RECORD)
 figure(
-    README,
+    PLATFORMS,
     "the step took 481 s from nothing and 92 s with its cache kept",
     AARCH64_CI,
     "481",
     "92",
 )
-figure(README, "and 160 s with the stack tests added", AARCH64_CI, "160")
+figure(PLATFORMS, "and 160 s with the stack tests added", AARCH64_CI, "160")
 # Start-up (benchmarks/cold_start.py)
-figure(README, "(12 s for a first float32 `gru_sequence` on a 2-core AVX-512 test machine", COLD, "12")
 figure(
-    README,
+    SERVING,
     "about 12 s for a first float32 `gru_sequence` and 51 s for every path of both dtypes (medians on a 2-core "
-    "AVX-512 machine",
+    "Intel Xeon, Emerald Rapids, AVX-512",
     COLD,
     "12",
     "51",
 )
 # PyTorch models (benchmarks/torch_model.py: results and --breakdown, default and GOMP_SPINCOUNT=10000)
 figure(
-    README,
+    PYTORCH,
     "the partner for 1 ms after each call",
     TUNING_CODE,
     "1 ms = SPIN_US = 1000",
 )
 figure(
-    README,
+    PYTORCH,
     "the batch-1 GRU takes 2,451 µs on one thread by default, 1,371 µs with the partner",
     TORCH,
     "2,451",
     "1,371",
 )
 figure(
-    README,
+    PYTORCH,
     "| batch 1, 100 frames per call | 6,932 µs | 2,766 µs | 2.51x | 7,076 µs | 1,810 µs | 3.91x |",
     TORCH,
     "6,932",
@@ -114,7 +123,7 @@ figure(
     "3.91",
 )
 figure(
-    README,
+    PYTORCH,
     "| batch 32, 100 frames per call | 56,368 µs | 35,824 µs | 1.57x | 53,505 µs | 29,517 µs | 1.81x |",
     TORCH,
     "56,368",
@@ -125,7 +134,7 @@ figure(
     "1.81",
 )
 figure(
-    README,
+    PYTORCH,
     "| batch 1, one frame per call, the state carried | 198.2 µs per frame | 147.4 µs | 1.34x | 195.5 µs | "
     "146.5 µs | 1.33x |",
     TORCH,
@@ -137,13 +146,13 @@ figure(
     "1.33",
 )
 figure(
-    README,
+    PYTORCH,
     "torch's own model runs as fast with it here (7.1 ms at batch 1)",
     TORCH,
     "7.1 = 7076.128000335302",
 )
 figure(
-    README,
+    PYTORCH,
     "the whole batch-32 model takes 29.5 ms instead of 36.5 ms (the breakdown below), its GRU module the same "
     "26.2 and 26.0 ms",
     TORCH,
@@ -153,7 +162,7 @@ figure(
     '26.0 = "b32-t100 | GRU module": 25990.7',
 )
 figure(
-    README,
+    PYTORCH,
     "132 µs in torch's Conv1d, ReLU and Linear and 2,451 µs in the GRU on one thread (its prepared ops alone "
     "2,389 µs), 1,371 µs with `GOMP_SPINCOUNT=10000` and the partner thread; at batch 32, of the whole model's "
     "36,459 µs, 2,700 µs in torch's layers and 25,991 µs in the GRU (25,114 µs its prepared ops)",
@@ -168,7 +177,7 @@ figure(
     '25,114 = "b32-t100 |   the prepared ops, contiguous X, out=": 25113.6',
 )
 figure(
-    README,
+    PYTORCH,
     "one frame at a time, of the whole model's 142.6 µs, 28.9 µs in torch's layers and 79.4 µs in the GRU "
     "module, of which 63.4 µs in its prepared ops with their layouts and 58.1 µs in the two prepared ops alone "
     "(one thread; 46.2 µs on both)",
@@ -181,7 +190,7 @@ figure(
     '46.2 = "stream-b1 |   the prepared ops, contiguous X, out=, every thread": 46.2',
 )
 figure(
-    README,
+    PYTORCH,
     "the GRU module took 86.9 µs per frame against 79.4 µs called directly, 2,487 µs against 2,451 µs at batch 1 "
     "over 100 frames, and 26,263 µs against 25,991 µs at batch 32",
     TORCH,
@@ -193,7 +202,7 @@ figure(
     '25,991 = "b32-t100 | GRU module": 25990.7',
 )
 figure(
-    README,
+    PYTORCH,
     "torch's 195.5-198.2 µs here: torch's layers (28.9 µs) and fastgru's two cells on both threads (46.2 µs)",
     TORCH,
     "195.5",
@@ -203,7 +212,7 @@ figure(
 )
 # Load a model: the tests' tolerances
 figure(
-    README,
+    MODELS,
     "The tests require each float32 result within rtol 1e-5 and atol 2e-6 of the framework's, and each float64 "
     "result within rtol 1e-12 and atol 1e-13",
     "tests/conftest.py",
@@ -214,15 +223,15 @@ figure(
 )
 # Accuracy
 figure(
-    README,
+    OPS,
     "at most 4 ulp from the correctly rounded value for every float32 input",
     "tests/test_activations.py",
     "4 = MAX_ULP = 4",
 )
-figure(README, "2 ulp at most over all 2³² inputs, with or without FMA", ULP, "2 = sigmoid 2 ulp, tanh 2 ulp")
+figure(OPS, "2 ulp at most over all 2³² inputs, with or without FMA", ULP, "2 = sigmoid 2 ulp, tanh 2 ulp")
 # Performance, AVX-512 (benchmarks/results/zen4-avx512/bench_gru_results.md, the table above it)
 figure(
-    README,
+    PERF_Z4,
     "(0.53-0.92) and behind on the batch-1 cell (1.17 with lbr0, 1.12 with lbr1) and the tiny shape (1.40)",
     RESULTS,
     "0.53",
@@ -231,9 +240,9 @@ figure(
     "1.12",
     "1.40",
 )
-figure(README, "(6.7 against 4.8 µs)", RESULTS, "6.7", "4.8")
+figure(PERF_Z4, "(6.7 against 4.8 µs)", RESULTS, "6.7", "4.8")
 figure(
-    README,
+    PERF_Z4,
     "ONNX Runtime leads on the batch-1 cell (1.24) and on batch 1 × 100 steps × hidden_size 256 (1.20); the tiny "
     "shape is level (0.99). After a pause of 2-20 ms",
     [RESULTS, "benchmarks/bench_gru.py"],
@@ -243,7 +252,7 @@ figure(
     "2-20 = PAUSE = (0.002, 0.020)",
 )
 figure(
-    README,
+    PERF_Z4,
     "that sequence takes 1,191 µs after pauses against 537 µs back to back on 2 threads, and 1,196 against "
     "1,075 µs on one thread",
     Z4 + "spaced_results.md",
@@ -253,7 +262,7 @@ figure(
     "1,075",
 )
 figure(
-    README,
+    PERF_Z4,
     "Such a call (49 MFLOP) runs on its own thread, since waking the sleeping partner first took 1.23x the time "
     "alone at this shape",
     WAKE,
@@ -261,16 +270,16 @@ figure(
     "1.23",
 )
 figure(
-    README,
+    PERF_Z4,
     "the same calls take 841 µs after pauses against 602 µs back to back",
     Z4 + "spaced_results_spin30ms.md",
     "841",
     "602",
 )
-figure(README, "below ONNX Runtime's 948 µs in the table above", RESULTS, "948")
+figure(PERF_Z4, "below ONNX Runtime's 948 µs in the table above", RESULTS, "948")
 # Performance, AVX2 (benchmarks/results/zen4-avx2code/bench_gru_results.md)
 figure(
-    README,
+    PERF_Z4C,
     "(0.40-0.96) and behind on the batch-1 cell (1.16-1.22) and the tiny shape (1.37, ONNX Runtime's 4.9 µs "
     "with IOBinding against fastgru's 6.7 µs)",
     RESULTS_AVX2,
@@ -283,7 +292,7 @@ figure(
     "6.7",
 )
 figure(
-    README,
+    PERF_Z4C,
     "36.7 GFLOP/s on one thread on b64 s100 i256 h256 (`docs/tuning.md`), the avx2 geometry 92.9",
     [TUNING, MICRO],
     "36.7",
@@ -296,22 +305,23 @@ for row, numbers in [
     ("| generic | znver4 on znver4 | 49.7 | 28.9 (Nehalem) | 1.72 |", ("49.7", "28.9", "1.72")),
     ("| avx2 | znver3 on znver4 | 90.5 | 84.3 (Haswell) | 1.07 |", ("90.5", "84.3", "1.07")),
 ]:
-    figure(README, row, MICRO, *numbers)
+    figure(PERF_Z4, row, MICRO, *numbers)
 # Threads
 figure(
-    README,
-    "Entering a parallel region costs 20-30 µs here with TBB (about 100 µs after a pause; `docs/tuning.md`), "
+    SERVING,
+    "Entering a parallel region costs 20-30 µs with TBB on the 2-core AMD EPYC Zen 4 test machines (AVX-512; about "
+    "100 µs after a pause; `docs/tuning.md`), "
     "so work under 6·10⁶ flops",
     [TUNING, TUNING_CODE],
     "20-30 = 20-30 µs with Numba's TBB",
     "100 = about 100 µs after 50 ms idle",
     "6·10⁶ = SERIAL_BELOW_FLOPS = 6_000_000",
 )
-figure(README, "at least 4·10⁵ flops", TUNING_CODE, "4·10⁵ = PAIR_FROM_FLOPS = 400_000")
+figure(SERVING, "at least 4·10⁵ flops", TUNING_CODE, "4·10⁵ = PAIR_FROM_FLOPS = 400_000")
 figure(
-    README,
+    SERVING,
     "a call of at least 1.5·10⁸ flops wakes it first and shares the steps left when it arrives. That threshold "
-    "lies below the point where waking was measured to pay: after 2-20 ms pauses (AVX-512, "
+    "lies below the point where waking was measured to pay: after 2-20 ms pauses (AMD EPYC Zen 4, AVX-512, "
     "`benchmarks/results/zen4-avx512/partner_wake_results.md`) waking first took 1.23x the time alone at 49 "
     "MFLOP (h256 × 100 steps) "
     "and at 177 MFLOP (h512), and 0.46x at 668 MFLOP (h1024), so calls between 150 and 668 MFLOP",
@@ -327,7 +337,7 @@ figure(
 )
 # Many streams (benchmarks/pool.py)
 figure(
-    README,
+    STREAMS,
     "at 64 streams a tick of one `pool.step` advances 228,925 streams per second against 40,609 for 64 "
     "`cell(x, h, out=h)` calls, **5.6x**, and 4.4x ONNX Runtime's batch-1 runs per stream. From 1 to 1024 streams "
     "the pool gives 0.9x to 5.9x the per-stream calls",
@@ -339,7 +349,7 @@ figure(
     "0.9",
     "5.9",
 )
-figure(README, "per-stream calls stay between 36,632 and 45,967 steps per second", POOL, "36,632", "45,967")
+figure(STREAMS, "per-stream calls stay between 36,632 and 45,967 steps per second", POOL, "36,632", "45,967")
 
 # ------------------------------------------------------------------------------ CHANGELOG.md
 figure(
@@ -531,14 +541,8 @@ figure(DEPLOYMENT, "32.5 s instead of 45 s", TUNING, "32.5", "45")
 SMALL, SMALL_BEFORE = Z4 + "small_calls_results.md", AB_Z3 + "small_calls_before.md"
 SMALL_ZEN3 = Z3 + "small_calls_results.md"
 LAYERS, LAYERS_BEFORE = Z3 + "small_call_layers_results.md", AB_Z3 + "small_call_layers_before.md"
-table(
-    README,
-    "small-calls",
-    SMALL,
-    "python benchmarks/small_calls.py --md benchmarks/results/zen4-avx512/small_calls_results.md --readme README.md",
-)
 figure(
-    README,
+    PERF_Z4,
     "the tiny cell took 7.49 µs (1.17x ONNX Runtime), the tiny sequence 8.81 µs (1.40x) and the function API "
     "10.54x the prepared cell",
     SMALL_BEFORE,
@@ -570,7 +574,7 @@ figure(
     "3.34",
 )
 figure(
-    README,
+    PERF_ER,
     "tiny cell and sequence take 0.47x and 0.48x ONNX Runtime's time, the hidden-size-256 cell 1.11x (spaced calls "
     "1.30x), and the function API 4.96x the prepared cell",
     ER + "small_calls_results.md",
@@ -581,7 +585,7 @@ figure(
     "4.96",
 )
 figure(
-    README,
+    PERF_Z4,
     "the tiny cell and sequence took 0.50x and 0.51x ONNX Runtime's time, the hidden-size-256 cell 1.42x (spaced "
     "calls 1.13x), and the function API 3.36x the prepared cell",
     AB_Z4 + "small_calls_results_before_shared.md",
@@ -592,7 +596,7 @@ figure(
     "3.36",
 )
 figure(
-    README,
+    PERF_Z4,
     "in a process of its own it takes 17.92 µs, against ONNX Runtime's 19.10 µs with its workers spinning",
     Z4 + "peer_spinning_results.md",
     "17.92",
@@ -628,7 +632,7 @@ figure(
     "0.89",
 )
 figure(
-    README,
+    PERF_Z4,
     "the function API went from 3.22x to 2.71x the prepared cell (AVX2 code 2.57x to 2.36x), and the spaced "
     "hidden-size-256 cell from 1.11x to 0.88x ONNX Runtime's time (1.25x to 0.89x)",
     [SMALL_AB, SMALL_AB_AVX2],
@@ -642,7 +646,7 @@ figure(
     "0.89",
 )
 figure(
-    README,
+    PERF_Z4,
     "(1.33x and 1.29x; AVX2 code 1.11x and 1.20x, whose processes spread from 0.95x to 1.39x)",
     [SMALL_AB, SMALL_AB_AVX2],
     "1.33",
@@ -660,7 +664,7 @@ figure(
     "25.4",
 )
 RACE = Z4 + "wavefront_results.md"
-figure(README, "it ran within 1.00-1.03 of the faster way", RACE, "1.00", "1.03")
+figure(STACKS, "it ran within 1.00-1.03 of the faster way", RACE, "1.00", "1.03")
 figure(
     CHANGELOG,
     "had taken 1,283.7 µs as a wavefront against 470.3 µs on its layers' paths",
@@ -671,7 +675,7 @@ figure(
 figure(CHANGELOG, "the race runs within 1.00-1.03 of the faster way", RACE, "1.00", "1.03")
 DIRECT, DIRECT_AVX2 = AB_ER + "packing_results_direct.md", AB_ERC + "packing_results_direct.md"
 figure(
-    README,
+    PERF_ER,
     "the same-weights call at hidden size 256 went from 245.3 to 114.6 µs, a call with new weights from 456.8 to "
     "206.2 µs",
     DIRECT,
@@ -680,7 +684,7 @@ figure(
     "456.8",
     "206.2",
 )
-figure(README, "from 368.7 to 239.3 and from 711.3 to 266.1 µs", DIRECT_AVX2, "368.7", "239.3", "711.3", "266.1")
+figure(PERF_ER, "from 368.7 to 239.3 and from 711.3 to 266.1 µs", DIRECT_AVX2, "368.7", "239.3", "711.3", "266.1")
 figure(
     CHANGELOG,
     "H = 256 245.3 -> 114.6 µs and H = 512 944.8 -> 513.6 µs with avx512 code",
@@ -724,7 +728,7 @@ figure(
     "1.04",
 )
 figure(
-    README,
+    PERF_ER,
     "The one-row function call at hidden size 256 takes 5.76x the prepared cell's time in "
     "`benchmarks/results/emeraldrapids-avx512/direct_calls_results.md` (6.53x with the avx2 geometry compiled "
     "with that host's AVX-512 "
@@ -848,7 +852,7 @@ figure(
     "903.4",
 )
 figure(
-    README,
+    PERF_ER,
     "took the same-weights call from 223.2 to 186.1 µs "
     "(`benchmarks/ab/emeraldrapids-avx512/packing_results.md`), as packing itself "
     "got faster (prepared `GRUCell` construction 521.7 to 185.4 µs)",
@@ -928,7 +932,7 @@ figure(
     "0.92",
 )
 figure(
-    README,
+    STACKS,
     "it took 0.56 of the split's time for 2 × 128 layers and 0.81 for 2 × 256",
     ER + "wavefront_results.md",
     "0.56",
@@ -1159,9 +1163,9 @@ FN_BEFORE, FN_AFTER = (
     AB_ER + "small_call_layers_function_before.md",
     AB_ER + "small_call_layers_function_after.md",
 )
-figure(README, "3.04x (from 3.66x in the same alternating processes", SHORT_AB, "3.04", "3.66")
-figure(README, "with AVX2 code 3.17x from 4.13x", AB_ERC + "direct_calls_ab_shortpath.md", "3.17", "4.13")
-figure(README, "the call of hidden size 4 takes 8.29 µs instead of 19.81 µs", [FN_AFTER, FN_BEFORE], "8.29", "19.81")
+figure(PERF_ER, "3.04x (from 3.66x in the same alternating processes", SHORT_AB, "3.04", "3.66")
+figure(PERF_ER, "with AVX2 code 3.17x from 4.13x", AB_ERC + "direct_calls_ab_shortpath.md", "3.17", "4.13")
+figure(PERF_ER, "the call of hidden size 4 takes 8.29 µs instead of 19.81 µs", [FN_AFTER, FN_BEFORE], "8.29", "19.81")
 figure(
     CHANGELOG,
     "hidden size 4 19.81 -> 8.29 µs; at hidden size 256, 3.66x -> 3.04x",

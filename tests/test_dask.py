@@ -28,7 +28,7 @@ from fastgru import FastGRUError  # noqa: E402
 #: the other compiles too (cold cache, two cores): a CI run once took over 60 s there.
 TIMEOUT = 300
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+DASK_PAGE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "dask.md"
 
 
 @pytest.fixture(scope="module")
@@ -302,25 +302,24 @@ def test_a_batch_chunk_over_max_chunk_bytes_is_refused():
         fastgru.dask.gru_sequence(X, h0, lengths, W, R, B, max_chunk_bytes=4 * row - 1)
 
 
-# ----------------------------------------------------------------------------------- README
+# ----------------------------------------------------------------------------------- the guide's page
 
 
-def _dask_section_blocks():
-    section = README.split("## Scale out with Dask", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+def _dask_page_blocks():
+    return re.findall(r"```python\n(.*?)```", DASK_PAGE.read_text(), flags=re.S)
 
 
 # The example's cluster serves its dashboard on Dask's default port; distributed warns and takes
 # another one when that port is taken (by another cluster on the machine).
 @pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
-def test_readme_dask_example_runs_on_a_local_cluster():
-    local, remote = _dask_section_blocks()
+def test_the_dask_examples_run_on_a_local_cluster():
+    local, remote = _dask_page_blocks()
     namespace = {"__name__": "__main__"}
-    exec(compile(local, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    exec(compile(local, str(DASK_PAGE), "exec"), namespace)  # noqa: S102 - the documentation's own example
     Ho = namespace["Ho"]
     assert isinstance(Ho, np.ndarray) and Ho.shape == (4096, 1, 128) and not np.isnan(Ho).any()
     # The path to a real cluster: the same function, with a Client of the cluster's scheduler.
-    compile(remote, "README.md", "exec")
+    compile(remote, str(DASK_PAGE), "exec")
     assert 'Client("tcp://scheduler:8786")' in remote and "score(client)" in remote
 
 
