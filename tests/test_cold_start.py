@@ -137,7 +137,9 @@ def test_after_warmup_a_row_shared_with_the_partner_loads_no_kernel():
 
 def test_after_warmup_a_stack_as_a_wavefront_loads_no_kernel():
     """A one-row sequence through a stack of forward layers, called until the partner takes its part
-    of the wavefront: warmup(ops=['gru_stack']) has made its kernels ready, the partner's included."""
+    of the wavefront: warmup(ops=['gru_stack']) has made its kernels ready, the partner's included.
+    The partner spins for an hour once woken (FASTGRU_SPIN_US): awake at every call, whatever the
+    time between calls, it takes its part as soon as its thread runs (the 600 s only stop a hang)."""
     code = textwrap.dedent("""
         import time
         import numpy as np, fastgru
@@ -151,12 +153,13 @@ def test_after_warmup_a_stack_as_a_wavefront_loads_no_kernel():
         stack = fastgru.GRUStack(layers)
         X, state = np.ones((1, 20, 3), np.float32), np.zeros((1, stack.state_size), np.float32)
         y, ho = (np.empty(shape, np.float32) for shape in stack.result_shapes(1, 20))
-        ran, end = None, time.monotonic() + 10  # until the partner took its part (a loaded host may delay it)
+        ran, end = None, time.monotonic() + 600  # until the partner took its part
         while ran != ("wave", "wave") and time.monotonic() < end:
             ran = stack.run(1, 20, (X, state, None, _stack.NO_ROWS, None, y, ho), path="wave")
         print(_partner.PARTNER.enabled, ran == ("wave", "wave"), before == _config.compile_counts())
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    env = {**os.environ, "FASTGRU_SPIN_US": "3600000000"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     enabled, took, loaded_nothing = done.stdout.split()
     assert took == "True" or enabled == "False", done.stdout

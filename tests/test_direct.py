@@ -6,6 +6,7 @@ between calls are seen; nothing is kept, and nothing of the caller's is written.
 import numpy as np
 import pytest
 from conftest import make_case, reach
+from partner_control import partner_on_a_clock, spinning_partner, until
 
 import fastgru
 from fastgru import _api, _packs, _partner, _paths
@@ -117,27 +118,48 @@ def test_a_call_shared_with_the_partner_has_the_prepared_ops_bits(
 
 @needs_partner
 def test_the_partner_takes_its_half_of_a_shared_call(rng, monkeypatch, kernels_run):
+    """The partner thread really takes its half: awake and spinning (``spinning_partner``), it takes
+    a call's as soon as its thread runs, whatever the time between calls; called until it has."""
     reach(monkeypatch, "pair")
     case = one_row(rng, "gru_cell", {"linear_before_reset": True}, size=(257, 129))
     want = prepared_result("gru_cell", case.inputs, case.attrs)
-    for _ in range(200):  # the first calls may find the partner on its way
+
+    def call():
         kernels_run.clear()
         assert_same_bits(fastgru.gru_cell(**case.inputs, **case.attrs), want)
-        if kernels_run == ["run_direct_pair+"]:
-            break
-    assert kernels_run == ["run_direct_pair+"]
+        assert [name.rstrip("+") for name in kernels_run] == ["run_direct_pair"]
+
+    with spinning_partner():
+        until(lambda: kernels_run == ["run_direct_pair+"], call, "the partner taking its half")
 
 
 def test_by_default_a_large_call_of_one_direction_is_shared(rng, kernels_run):
+    """With the default tuning a 256-unit call of one direction takes the shared driver whenever it
+    takes the partner: from the third call of a burst on, the partner asleep before (the second
+    wakes it); calls further apart than FASTGRU_SPIN_US run alone and leave it asleep; a call of
+    two directions runs alone. The partner's state is the calls' and a clock's, not the host's
+    speed (``partner_on_a_clock``: under emulation the calls of a burst were once further apart
+    than the partner's 1 ms spin, and the last call ran alone)."""
     case = one_row(rng, "gru_cell", {}, size=(256, 256))
-    for _ in range(5):  # the partner sleeps: it joins a burst of calls from the third on
-        fastgru.gru_cell(**case.inputs)
-    want = "run_direct_pair" if _partner.PARTNER.enabled else "run_direct"
-    assert kernels_run[-1].rstrip("+") == want
-    kernels_run.clear()
-    case = one_row(rng, "gru_sequence", {"direction": "bidirectional"}, size=(256, 256))
-    fastgru.gru_sequence(**case.inputs, **case.attrs)
-    assert kernels_run == ["run_direct"]  # two directions: on the calling thread
+    if not _partner.PARTNER.enabled:
+        for _ in range(3):
+            fastgru.gru_cell(**case.inputs)
+        assert kernels_run == ["run_direct"] * 3
+        return
+    with partner_on_a_clock() as (partner, clock):
+        for _ in range(3):  # spaced: each alone, none wakes the partner
+            clock.advance(2 * _partner.SPIN_US * 1e-6)
+            fastgru.gru_cell(**case.inputs)
+        assert kernels_run == ["run_direct"] * 3 and partner.asleep
+        kernels_run.clear()
+        clock.advance(2 * _partner.SPIN_US * 1e-6)
+        for _ in range(5):  # a burst: the second call wakes the partner, the third takes it
+            fastgru.gru_cell(**case.inputs)
+        assert [name.rstrip("+") for name in kernels_run] == ["run_direct"] * 2 + ["run_direct_pair"] * 3
+        kernels_run.clear()
+        case = one_row(rng, "gru_sequence", {"direction": "bidirectional"}, size=(256, 256))
+        fastgru.gru_sequence(**case.inputs, **case.attrs)
+        assert kernels_run == ["run_direct"]  # two directions: on the calling thread, the partner awake
 
 
 def test_weights_changed_in_place_between_calls_are_seen(rng, direct_calls):

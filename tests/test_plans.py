@@ -4,12 +4,12 @@ caller's weights are unchanged. Each gives the bits of the full path; anything t
 gets the full checks and their messages; no caller's array is written by a refused call."""
 
 import threading
-import time
 
 import numba
 import numpy as np
 import pytest
 from conftest import make_case
+from partner_control import spinning_partner, until
 
 import fastgru
 from fastgru import _packs, _partner, _plan, _tuning
@@ -129,11 +129,15 @@ def test_a_row_shared_with_the_partner_is_planned(rng, monkeypatch, plans_run, k
     with fastgru.threads(1):
         want = cell(x, state)  # the full path; it leaves the plan
     np.testing.assert_array_equal(cell(x, state), want)  # the plan's first call compiles (or loads) its kernels
-    kernels_run.clear()
-    plans_run.clear()
-    end = time.monotonic() + 10  # a burst: the partner wakes, and joins (a loaded machine may keep it off its core)
-    while "run_pair+" not in kernels_run and time.monotonic() < end:
-        np.testing.assert_array_equal(cell(x, state), want)
+    with spinning_partner():  # the partner awake, whatever the time between calls: it takes a half when its thread runs
+        np.testing.assert_array_equal(cell(x, state), want)  # a plan of this partner's
+        kernels_run.clear()
+        plans_run.clear()
+        until(
+            lambda: "run_pair+" in kernels_run,
+            lambda: np.testing.assert_array_equal(cell(x, state), want),
+            "the partner taking a planned call's half",
+        )
     assert plans_run == [True] * len(kernels_run)  # every call by the plan
     assert set(kernels_run) <= {"run_serial", "run_pair", "run_pair+"} and "run_pair+" in kernels_run
     monkeypatch.setattr(_partner.PARTNER, "enabled", False)

@@ -8,6 +8,7 @@ import numba
 import numpy as np
 import pytest
 from conftest import reach
+from partner_control import spinning_partner, until
 
 import fastgru
 from fastgru import _partner
@@ -128,19 +129,30 @@ def test_one_row_wavefront_gives_the_layers_bits(monkeypatch, dtype, lbr, hoist)
     rng = np.random.default_rng(12)
     stack = fastgru.GRUStack(_forward_layers(rng, dtype, lbr))
     reach(monkeypatch, "wave", hoist)
-    for s, length in ((2, 2), (7, 5), (40, 40), (40, 33), (40, 0)):  # 40: more than WAVE_STEPS
-        X, h0, _ = _inputs(rng, stack, 1, s, dtype)
-        lengths = np.array([length])
-        expected = _one_by_one(stack.layers, X, h0, lengths)
-        y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
-        ran = set()
-        end = time.monotonic() + 10  # until the partner took its layers: waking, or kept off its core by a loaded host
-        with fastgru.threads(2):
-            while ("wave",) * 3 not in ran and time.monotonic() < end:
-                ran.add(stack.run(1, s, (X, h0, lengths, NO_ROWS, None, y, ho)))
-                _assert_bits((y, ho), expected)
-        assert ("wave",) * 3 in ran and ran <= {("wave",) * 3, ("serial",) * 3}
-        _assert_bits(stack(X, h0, lengths), expected)
+    # until the partner took its layers: awake whatever the time between calls (``spinning_partner``),
+    # it does as soon as its thread runs
+    with fastgru.threads(2), spinning_partner():
+        for s, length in ((2, 2), (7, 5), (40, 40), (40, 33), (40, 0)):  # 40: more than WAVE_STEPS
+            X, h0, _ = _inputs(rng, stack, 1, s, dtype)
+            lengths = np.array([length])
+            expected = _one_by_one(stack.layers, X, h0, lengths)
+            ran = _until_the_partner_takes_its_layers(stack, s, (X, h0, lengths), expected)
+            assert ran <= {("wave",) * 3, ("serial",) * 3}
+            _assert_bits(stack(X, h0, lengths), expected)
+
+
+def _until_the_partner_takes_its_layers(stack, s, inputs, expected):
+    """The paths ``stack.run`` answered for one row of ``inputs`` (X, h0, lengths) of S steps, called
+    until one ran as a wavefront whose partner took its layers; each call's bits checked."""
+    y, ho = np.empty_like(expected[0]), np.empty_like(expected[1])
+    ran = set()
+
+    def call():
+        ran.add(stack.run(1, s, (*inputs, NO_ROWS, None, y, ho)))
+        _assert_bits((y, ho), expected)
+
+    until(lambda: ("wave",) * len(stack.layers) in ran, call, "the partner taking its layers")
+    return ran
 
 
 def test_a_wavefront_nobody_serves_runs_every_layer_on_the_calling_thread(monkeypatch):
@@ -244,12 +256,20 @@ def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
     wavefront = _stack.GRUStack._wavefront
 
     tried = []
+    # The race's clock (time.perf_counter_ns) is the test's: a call takes 1 µs, the wavefront 5 ms
+    # more, whatever the host's speed (a loaded host or an emulator made the layers' paths as slow).
+    now = [0]
+
+    def clock():
+        now[0] += 1000
+        return now[0]
 
     def slow(self, *args):  # a wavefront whose partner lost its core for 5 ms
         tried.append(len(ran))
-        time.sleep(0.005)
+        now[0] += 5_000_000
         return wavefront(self, *args)
 
+    monkeypatch.setattr(time, "perf_counter_ns", clock)
     monkeypatch.setattr(_stack.GRUStack, "_wavefront", slow)
     ran = []
     with fastgru.threads(2):
