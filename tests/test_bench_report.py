@@ -3,6 +3,7 @@
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -110,3 +111,55 @@ def test_the_readme_table_between_its_markers(report, tmp_path, monkeypatch):
     assert "<!-- bench:start -->\nold\n<!-- bench:end -->" in text
     assert "<!-- bench-avx2:start -->\n| shape |" in text and text.endswith("<!-- bench-avx2:end -->\n")
     assert text.count("old") == 1
+
+
+# ----------------------------------------------------------------------------------- where results go
+
+FOLDER = re.compile(r"^[a-z0-9]+-(avx512|avx2|generic)(code)?$")
+#: Results files whose names are not scripts of benchmarks/ (benchmarks/README.md, "Results").
+NOT_SCRIPTS = {"aarch64_ci": ".ci/aarch64.sh", "candidate_numpy": "python -m fastgru bench"}
+
+
+def test_the_folder_of_a_machine():
+    conftest = _load("conftest")
+    assert conftest.machine_folder({"cpu_name": "znver4", "isa": "AVX-512", "geometry": "avx512"}) == "zen4-avx512"
+    assert conftest.machine_folder({"cpu_name": "znver4", "isa": "AVX-512", "geometry": "avx2"}) == "zen4-avx2code"
+    assert conftest.machine_folder({"cpu_name": "znver3", "isa": "AVX2", "geometry": "avx2"}) == "zen3-avx2"
+    assert conftest.machine_folder({"cpu_name": "neoverse-v1", "isa": "other", "geometry": "generic"}) == (
+        "neoverse-v1-generic"
+    )
+    assert FOLDER.match(conftest.machine_folder())  # this machine's, as a script names it
+
+
+def test_the_top_level_holds_only_scripts_their_readme_and_folders():
+    stray = [
+        p.name
+        for p in BENCHMARKS.iterdir()
+        if not (p.suffix == ".py" or p.name == "README.md" or p.name in ("results", "ab", "__pycache__"))
+        and p.name not in (".benchmarks",)
+        and not (p.suffix == ".json" and p.name.startswith("results"))  # a run's scratch JSON (.gitignore)
+    ]
+    assert not stray, stray
+
+
+@pytest.mark.parametrize("kind", ["results", "ab"])
+def test_every_results_file_is_in_its_machines_folder(kind):
+    """Folders are named <family>-<isa>; a JSON whose machine facts name the CPU, its ISA and the
+    kernels' geometry sits in the folder those facts name; in results/, each file is named after the
+    script that wrote it."""
+    conftest = _load("conftest")
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py")}
+    folders = sorted(p for p in (BENCHMARKS / kind).iterdir() if p.is_dir())
+    assert folders and all(FOLDER.match(p.name) for p in folders), [p.name for p in folders]
+    placed = 0
+    for path in sorted((BENCHMARKS / kind).glob("*/*")):
+        if kind == "results":
+            script = path.name.split("_results")[0]
+            assert "_results" in path.name and (script in scripts or script in NOT_SCRIPTS), path
+        if path.suffix == ".json":
+            data = json.loads(path.read_text())
+            facts = data.get("machine") if isinstance(data, dict) else None
+            if facts and {"cpu_name", "isa", "geometry"} <= set(facts):
+                assert conftest.machine_folder(facts) == path.parent.name, path
+                placed += 1
+    assert placed >= (10 if kind == "results" else 2)
