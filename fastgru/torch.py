@@ -19,7 +19,7 @@ could have changed since.
 Inside ``torch.compile`` and ``torch.export`` the GRU is the custom operator ``fastgru::gru`` (and
 ``fastgru::gru_cell``), with fake implementations that give the output shapes, so that a compiled
 graph does not break at the GRU and an exported program holds the op. In eager mode the modules
-call the same implementation directly, without the dispatcher (README, "PyTorch models", has its
+call the same implementation directly, without the dispatcher (docs/guide/pytorch.md has its
 cost in benchmarks/torch_model.py's breakdown).
 
 Importing this module imports torch; ``import fastgru`` does not.
@@ -301,7 +301,7 @@ def _array(t, dtype):
 
 def _inference_on_cpu(data, hx, params):
     """The checks both modules make before running on fastgru: the input and the Parameters on the
-    CPU, in one dtype fastgru computes, no gradient needed (the README, "Gradients"), no
+    CPU, in one dtype fastgru computes, no gradient needed (docs/guide/pytorch.md, "Gradients"), no
     CPU autocast and no jit tracing."""
     dtype = params[0].dtype
     if data.dtype is not dtype or dtype not in _DTYPES or not (data.is_cpu and params[0].is_cpu):
@@ -324,8 +324,8 @@ def _with_torch_threads(rows, steps, fn, *args):
     partner spins for a millisecond after each call. torch's OpenMP threads spin too, for a while
     after each of torch's operations (libgomp's default GOMP_SPINCOUNT). When they hold
     every other core, the two collide, and a row runs faster alone; when they sleep soon, a
-    sequence gains from the partner, a single step does not (benchmarks/torch_model.py and the
-    README's "PyTorch models" have the measurements). Rows of a batch, whose threads do not meet
+    sequence gains from the partner, a single step does not (benchmarks/torch_model.py and
+    docs/guide/pytorch.md have the measurements). Rows of a batch, whose threads do not meet
     within a call, keep their threads.
     """
     n = torch.get_num_threads()
