@@ -67,7 +67,7 @@ def from_openvino(xml_path, layer_name=None, *, bin_path=None, stack=False, weig
         Squeeze, Unsqueeze, Transpose or Reshape layers only, which are checked to move the data
         so, as ``openvino.convert_model`` writes a multi-layer torch.nn.GRU), with one
         sequence_lengths for all; else a FastGRUError says why not. The stack takes fastgru's
-        layouts, which are OpenVINO's, and one state array for all layers (README, "Stacks").
+        layouts, which are OpenVINO's, and one state array for all layers (docs/guide/stacks.md).
     weight_dtype : {None, 'bfloat16', 'int8'}, optional
         Store W and R compact, read and computed in float32 (see :class:`fastgru.GRUCell`); None
         (the default): exact.
