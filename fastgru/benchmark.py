@@ -812,7 +812,7 @@ def save_json(records: list, path, facts: dict | None = None) -> None:
 
 def plot(records: list, path) -> None:
     """A bar chart of the records' median times per shape and implementation (log scale), as a PNG
-    at ``path``, like the README's chart.
+    at ``path``, like the charts of the documentation's performance pages.
 
     Raises
     ------
