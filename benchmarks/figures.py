@@ -1,4 +1,4 @@
-"""Every figure of README.md, CHANGELOG.md, docs/*.md and fastgru's docstrings, with the committed file
+"""Every figure of README.md, CHANGELOG.md, the pages of docs/ and fastgru's docstrings, with the committed file
 it comes from; ``tests/test_figures.py`` checks them (docs/contributing.md, "Figures", says how to add one).
 
 ``table(doc, marker, source, command)``: a table that a benchmark script writes between
