@@ -1,8 +1,10 @@
 """The public functions: validate, dispatch, return."""
 
+import threading
+
 import numpy as np
 
-from ._dispatch import DirectPlan, Unpacked
+from ._dispatch import Unpacked
 from ._docs import shared_docs
 from ._packs import packed_weights
 from ._validate import DEFAULT, Attributes, attributes_key, augru_layout, validate
@@ -226,17 +228,18 @@ def augru_sequence(X, initial_hidden_state, sequence_lengths, W, R, B, A, *, hid
 #: Unpacked templates by spec (a serving loop's calls share one).
 _templates = {}
 
-#: The short paths of one-row, one-step calls seen before (``DirectPlan``), by ``_key``.
-_seen = {}
+#: Each thread's plans (``_plan.Plan``) of one-row, one-step calls seen before, by ``_key``.
+_seen = threading.local()
 
 
 def _short_path(op, attributes, given):
     """(key, results) of a call of ``op`` with the ``given`` arrays (X, initial_hidden_state,
-    sequence_lengths, W, R, B, A; None where the op has none): the results of its short path, or
-    None, with the key under which ``_run`` keeps the short path it makes (None: no short path)."""
+    sequence_lengths, W, R, B, A; None where the op has none): the results of its plan, which takes
+    no checks, or None, with the key under which ``_run`` keeps the plan it runs on (None: no
+    plan)."""
     key = _key(op, given[0], given[3], given[4], attributes)
-    plan = _seen.get(key)
-    return key, None if plan is None else plan(*given)
+    plan = _seen.__dict__.get(key)
+    return key, None if plan is None else plan.direct(*given)
 
 
 def _key(op, X, W, R, attributes):
@@ -260,25 +263,27 @@ def _one_row_one_step(cell, x_shape):
 
 def _run(spec, arrays, key=None, given=None):
     """Compute from the caller's weights as they are for a call of one row and one step
-    (``Unpacked``; the next such calls with the same ``key`` take its ``DirectPlan``, made from the
-    caller's ``given`` arrays), else with the weights packed (``_packs``: kept while they are
-    unchanged)."""
-    if _one_row_one_step(spec.layout == "cell", arrays["X"].shape):
-        template = _templates.get(spec)
-        if template is None:
-            if len(_templates) >= 64:
-                _templates.clear()
-            template = _templates[spec] = Unpacked(spec)
-        if key is not None:
-            plan = DirectPlan.of(template, *given)
-            if plan is not None:
-                if len(_seen) >= 64:
-                    _seen.clear()
-                _seen[key] = plan
-        packed = template.with_weights(arrays["W"], arrays["R"], arrays.get("B"))
-    else:
+    (``Unpacked``; the next such calls with the same ``key`` take its plan, if the caller's
+    ``given`` arrays are ones the kernels take as they are), else with the weights packed
+    (``_packs``: kept while they are unchanged)."""
+    X, h0, lengths, A = (arrays.get(name) for name in ("X", "initial_hidden_state", "sequence_lengths", "A"))
+    if not _one_row_one_step(spec.layout == "cell", X.shape):
         packed = packed_weights(spec, arrays["W"], arrays["R"], arrays.get("B"))
-    return packed.compute(arrays["X"], arrays["initial_hidden_state"], arrays.get("sequence_lengths"), arrays.get("A"))
+        return packed.compute(X, h0, lengths, A)
+    template = _templates.get(spec)
+    if template is None:
+        if len(_templates) >= 64:
+            _templates.clear()
+        template = _templates[spec] = Unpacked(spec)
+    results = template.compute_direct(X, h0, lengths, A, arrays["W"], arrays["R"], arrays.get("B"))
+    if key is not None:
+        plan = template.plan_of(*given)
+        if plan is not None:
+            seen = _seen.__dict__
+            if len(seen) >= 64:
+                seen.clear()
+            seen[key] = plan
+    return results
 
 
 def _arrays(**inputs):

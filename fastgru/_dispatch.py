@@ -7,26 +7,21 @@ or float64. Inputs are only read: conversions copy into the calling thread's kep
 (``_scratch``), never into the caller's arrays.
 """
 
-import copy
+import functools
 import math
+import threading
 
+import numba
 import numpy as np
 
-from . import _paths, _scratch
+from . import _scratch
 from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
-from ._kernels.direct import direct_scratch
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
-from ._kernels.planned import task_callback
+from ._plan import LENGTH_DTYPES, NO_ROWS, run_planned
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
-#: The sequence lengths' dtypes that the short paths (``DirectPlan``, ``_plan.Plan``) take as they
-#: are; others take the full path, which converts them.
-LENGTH_DTYPES = (np.dtype(np.int32), _I64)
-
-#: The kernels' state_rows when batch row b has state row b.
-NO_ROWS = np.zeros(0, dtype=_I64)
 
 
 def compute_dtype(dtype):
@@ -60,30 +55,40 @@ def result_shapes(spec, n, s):
 
 def packing_inputs(spec, W, R, B):
     """W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H; zeros when None) as the packing kernels read
-    them: C-contiguous, of the compute dtype and writeable (Numba compiles other kernels for
-    read-only arrays); the caller's arrays themselves when they are so (the kernels only read
-    them), else copies."""
-    ct = compute_dtype(spec.dtype)
+    them: ``kernel_ready`` and reshaped to the sequences' ranks."""
     h, d, i = spec.hidden_size, spec.num_directions, spec.input_size
+    W, R, B = kernel_ready(spec, W, R, B)
+    return W.reshape(d, 3 * h, i), R.reshape(d, 3 * h, h), B.reshape(d, -1)
 
-    def read(a, shape):
+
+def kernel_ready(spec, *arrays):
+    """``arrays`` (B None: ``absent_bias``) as the kernels read them, in their shapes: C-contiguous,
+    of the compute dtype and writeable (Numba compiles other kernels for read-only arrays); the
+    caller's arrays themselves when they are so (the kernels only read them), else copies."""
+    ct = compute_dtype(spec.dtype)
+
+    def read(a):
         a = np.asarray(a, dtype=ct, order="C")
-        return (a if a.flags.writeable else a.copy()).reshape(shape)
+        return a if a.flags.writeable else a.copy()
 
-    B = absent_bias(spec, ct) if B is None else read(B, (d, -1))
-    return read(W, (d, 3 * h, i)), read(R, (d, 3 * h, h)), B
+    return tuple(absent_bias(spec, ct) if a is None else read(a) for a in arrays)
 
 
 def absent_bias(spec, dtype):
     """The B of a call without one (GRUCell-3's B is optional): zeros of the shape a given B has,
-    (D, 4H) with linear_before_reset (Rbh is a block of its own), else (D, 3H)."""
+    4H with linear_before_reset (Rbh is a block of its own), else 3H, per direction: (D, 4H or 3H),
+    or (4H or 3H,) for the cell, whose B has one axis."""
     gates = 4 if spec.linear_before_reset else 3
-    return np.zeros((spec.num_directions, gates * spec.hidden_size), dtype=dtype)
+    shape = (gates * spec.hidden_size,) if spec.layout == "cell" else (spec.num_directions, gates * spec.hidden_size)
+    return np.zeros(shape, dtype=dtype)
 
 
 class Packed:
     """The weights of one op in the kernels' layout, made once, and the per-call path from checked
-    inputs to results, kept short: it is most of a small call's time."""
+    inputs to results, kept short: it is most of a small call's time. A runner of plans
+    (``_plan.Plan``): one layer, its own."""
+
+    direct = False
 
     def __init__(self, spec, W, R, B=None, weight_dtype=None):
         weight_dtype = check_weight_dtype(spec.op, weight_dtype, spec.dtype)
@@ -97,7 +102,8 @@ class Packed:
             self.weights = pack_compact(spec.op, weight_dtype, W, R, B)
         #: What the kernels read W and R as: 'float32', 'float64', 'bfloat16' or 'int8'.
         self.weight_dtype = weight_dtype or ct.name
-        self._tasks = {}  # ``tasks``' addresses by path
+        #: The element type of the weights, which picks the drivers' callbacks.
+        self.like = self.weights[:0]
 
     def _describe(self, spec):
         """Everything but the weights: sizes, attributes and the per-call constants."""
@@ -121,10 +127,11 @@ class Packed:
         #: The kernels' att of a plain GRU. Writeable all the same: Numba compiles another kernel
         #: for read-only arrays, and GRU and AUGRU calls would then not share one.
         self._no_att = np.zeros((0, 0), dtype=ct)
-        self._augru2d = spec.layout == "augru2d"
-        self._ones = np.ones(1, dtype=np.int64)
-        #: Sizes, shapes and call descriptors by call shape (``remember``).
+        #: Sizes and shapes by call shape (``remember``).
         self.memo = {}
+        #: Each thread's plans (``_plan.Plan``) by call shape.
+        self.plans = threading.local()
+        self.packs, self.offsets = (self,), (0,)
 
     def compute(self, X, h0, lengths, att=None, out=None):
         """Run checked inputs; returns (Ho,) for the cell, else (Y, Ho), in T1 and the op's layout.
@@ -133,7 +140,7 @@ class Packed:
         step; ``out`` checked outputs (``_validate.check_out``) or None. Any T1 memory layout.
         Written for a short path: it is most of a small call's time.
         """
-        ct, h = self.compute_dtype, self.n_hidden
+        ct = self.compute_dtype
         n = X.shape[0]
         s = 1 if self._cell else X.shape[1]
         if not self._native:  # float16 and bfloat16: computed in float32 in kept buffers, rounded to T1 once
@@ -145,25 +152,12 @@ class Packed:
             results = tuple(np.empty(shape, ct) for shape in self.result_shapes(n, s))
         else:
             results = out
-        if not (X.dtype is ct and X.flags.carray):
-            X = _scratch.converted("X", X, ct)
-        if not (h0.dtype is ct and h0.flags.carray):
-            h0 = _scratch.converted("h0", h0, ct)
-        if self._cell:  # the kernels' ranks: a sequence of one step
-            ho = results[0].reshape(n, 1, h)
-            y, X, h0 = ho.reshape(n, 1, 1, h), X.reshape(n, 1, self.n_inputs), h0.reshape(n, 1, h)
-            lengths = self._ones_for(n)
-        elif self._augru2d:
-            y, ho, h0 = results[0].reshape(n, 1, s, h), results[1].reshape(n, 1, h), h0.reshape(n, 1, h)
-        else:
-            y, ho = results
-        if lengths is None or lengths.dtype is not _I64 or not lengths.flags.c_contiguous:
-            lengths = _scratch.lengths(lengths, n, s)  # int32, as ONNX and torch pass them: no allocation
-        if att is None:
-            att = self._no_att
-        else:
-            att = _scratch.converted("A", att, ct).reshape(n, s)
-        self._run_kernel(n, s, (X, h0, lengths, NO_ROWS, att, y, ho))
+        X, h0 = _scratch.converted("X", X, ct), _scratch.converted("h0", h0, ct)
+        if lengths is not None and lengths.dtype not in LENGTH_DTYPES:
+            lengths = _scratch.lengths(lengths, n, s)  # the checked values, in int64 (the cast is exact)
+        if att is not None:
+            att = _scratch.converted("A", att, ct)
+        self.run(n, s, (X, h0, lengths, NO_ROWS, att, results[0], results[-1]))
         if self._native:
             return results
         if out is None:
@@ -172,37 +166,57 @@ class Packed:
             np.copyto(dst, src, casting="unsafe")
         return out
 
-    def _run_kernel(self, n, s, arrays):
-        """The kernel call of ``compute``."""
-        _paths.run(self, None, n, s, arrays, None, 0)
-
     def run(self, n, s, arrays, strides=None, keep=False, path=None):
         """The kernel call on the kernels' ``arrays`` (X, h0, lengths, state_rows, att, y, ho; see
-        ``_kernels/layout.py``) of N rows and S steps; returns the name of the kernel that ran.
+        ``_kernels/layout.py``; lengths None: every step; att None: none) of N rows and S steps;
+        returns the path of each layer as it ran (``_paths.run``).
 
         ``strides`` the layout (see ``canonical_strides``; None: that one). ``keep``: a row of length
         0 keeps its initial state in ho, instead of zero, for streams fed chunk by chunk. ``path``
-        forces one of ``_paths.PATHS`` (to compile it ahead, or in tests); else ``_paths.choose``
-        picks it.
+        forces one of ``_paths.PATHS`` (to compile it ahead, or in tests); else the road picks it.
         """
-        return _paths.run(self, path, n, s, arrays, strides, int(keep))
+        return run_planned(self, arrays, n, s, strides, int(keep), path)
+
+    def plan_of(self, X, h0, lengths, A, out):
+        """The plan a call that passed the full checks ran on, for its next calls of that shape (which
+        take no checks: ``planned``), or None when its arrays are not ones the kernels take as they
+        are: not ndarrays (lists), or of another dtype or layout, which ``compute`` converts."""
+        dt = self.compute_dtype
+        if self.spec.dtype is not dt or numba.config.DISABLE_JIT:
+            return None
+        arrays = [X, h0] + ([] if A is None else [A]) + ([] if out is None else list(out))
+        if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
+            return None
+        if lengths is not None and not (
+            type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray
+        ):
+            return None
+        n, s = X.shape[0], 1 if self._cell else X.shape[1]
+        plan = self.plans.__dict__.get((n, s, None, 0, None))
+        if plan is None:
+            return None
+        results = out if out is not None else tuple(np.empty(shape, dt) for shape in self.result_shapes(n, s))
+        lengths = plan.full if lengths is None else lengths
+        plan.expect((X, h0, lengths, NO_ROWS, self._no_att if A is None else A, results[0], results[-1]))
+        return plan
+
+    # ------------------------------------------------------------------ what a plan asks of its runner
+
+    def layer_calls(self, n, s, strides, keep):
+        """Each layer's call descriptor as a function of ``hoist`` (``_plan.Plan``): this op's."""
+        return [functools.partial(self.call, n, s, strides=strides, keep=keep)]
+
+    def wave_bytes(self, n, s):
+        """An op is one layer: it never runs as a wavefront."""
+        return None
 
     def call(self, n, s, hoist, strides, keep):
         """The call descriptor (``_kernels/layout.py``) of N rows of S steps; ``strides`` a tuple of
         (name, value) pairs, or None for ``canonical_strides``."""
         strides = dict(strides) if strides else canonical_strides(self.n_dirs, s, self.n_inputs, self.n_hidden)
-        fields = {**self._attributes, **strides, "n_rows": n, "seq_length": s, "keep": keep, "hoist": hoist}
-        fields.update(wait=0, post=0)  # no wavefront: a stack sets them in its own copy
+        fields = {**self._attributes, **strides, "n_rows": n, "seq_length": s, "keep": keep, "hoist": int(hoist)}
+        fields.update(wait=0, post=0)  # no wavefront: a stack's plan sets them in its own copy
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
-
-    def tasks(self, path):
-        """The address of the callback that runs a task of ``path``'s driver on these weights: a block
-        of the parallel driver's, a worker of a split row (split and pair), else 0; compiled, or
-        loaded from the cache, at its first call (``planned.task_callback``)."""
-        address = self._tasks.get(path)
-        if address is None:
-            address = self._tasks[path] = task_callback(path, self.weights)
-        return address
 
     def savings(self):
         """How many times fewer bytes the packed weights take than float32's would, for ``repr``."""
@@ -228,160 +242,57 @@ class Packed:
         self.memo[key] = value
         return value
 
-    def _ones_for(self, n):
-        """sequence_lengths of ``n`` rows of one step: ones kept across calls (a cell stepped in a
-        loop allocates nothing), grown when a larger batch comes."""
-        if self._ones.shape[0] < n:
-            self._ones = np.ones(n, dtype=np.int64)
-        return self._ones
-
 
 class Unpacked(Packed):
-    """The weights of a one-off call of one row and one step (the function API's): the caller's W, R
-    and B as the kernels read them (``packing_inputs``: themselves when they can), multiplied as they
-    are by ``run_direct``, which packs each panel in cache as it goes. Nothing is packed ahead or
-    kept, so nothing can go stale. ``compute`` only: the other drivers need packed weights.
+    """The template of the function API's calls of one row and one step of one op's attributes and
+    shapes: the caller's W, R and B are multiplied as they are by the direct drivers
+    (``_kernels/direct.py``), which pack each panel in cache as they go, so nothing is packed ahead
+    or kept, and nothing can go stale. A runner of plans, whose calls bring their weights."""
 
-    ``Unpacked(spec)`` is a call's template, without weights (``weights`` None): ``with_weights``
-    makes the call's own from it, a shallow copy that shares its memo of call descriptors."""
+    direct = True
 
     def __init__(self, spec):
         self._describe(spec)
         self.weights = None
         self.weight_dtype = self.compute_dtype.name
-        #: The direct driver's float scratch and its dtype (``_paths.direct``).
-        self._scratch = (
-            direct_scratch(self.n_inputs, self.n_hidden, self.compute_dtype.itemsize).end,
-            self.compute_dtype,
-        )
-        #: What ``_paths.direct`` chooses by: directions, hidden units, the products' flops.
-        self._shares = self.n_dirs, self.n_hidden, self.flops(1, 1)
+        self.like = np.zeros(0, self.compute_dtype)
+        #: An absent B's zeros (GRUCell-3's B is optional).
+        self.no_bias = absent_bias(spec, self.compute_dtype)
 
-    def with_weights(self, W, R, B):
-        """A copy of this template that computes with W, R and B."""
-        call = copy.copy(self)
-        call.weights = packing_inputs(self.spec, W, R, B)
-        return call
-
-    def _run_kernel(self, n, s, arrays):
-        self.run(n, s, arrays)
-
-    def run(self, n, s, arrays, strides=None, keep=False, path=None):
-        """``Packed.run`` for one row and one step in the op's layout (``strides`` None, ``keep``
-        False), by ``_paths.direct``; ``path`` 'serial' or 'pair' forces one."""
-        X, h0, lengths, _, att, y, ho = arrays
-        direct_arrays = X, h0, lengths, att, y, ho
-        return _paths.direct(
-            direct_arrays, self.weights, self._direct_call(), self.clip, self._scratch, *self._shares, path
-        )
-
-    def _direct_call(self):
-        call = self.memo.get("direct")
-        if call is None:
-            call = self.remember("direct", self.call(1, 1, 0, None, 0))
-        return call
-
-
-class DirectPlan:
-    """The short path of the function API's calls of one row and one step that look like one that
-    passed the full checks (same op, attributes and shapes of X, W and R: the caller's key): each
-    array's type, dtype, layout and shape compared with that call's, the sequence length with
-    [0, 1], then ``run_direct``. Returns the results, or None when anything differs and nothing was
-    written: the caller then runs the full checks, which say what is wrong.
-
-    Made only for arrays the kernels take as they are (T1 float32 or float64, C-contiguous, aligned
-    and writeable): the plan passes them on without a copy, as ``Unpacked`` would."""
-
-    __slots__ = (
-        "dtype",
-        "shapes",
-        "views",
-        "result_shapes",
-        "lengths",
-        "no_att",
-        "no_bias",
-        "call",
-        "clip",
-        "scratch",
-        "shares",
-    )
-
-    def __init__(self, template, X, h0, lengths, W, R, B, A):
-        self.dtype = template.compute_dtype
-        #: X, h0, W, R, B (None: zero), sequence_lengths (None: the cell's), A (None: a GRU).
-        self.shapes = tuple(None if a is None else a.shape for a in (X, h0, W, R, B, lengths, A))
-        self.result_shapes = template.result_shapes(1, 1)
-        #: What makes X, h0, W, R, B, Y and Ho the views run_direct takes, (1, 1, I), (1, D, H),
-        #: (D, 3H, I), (D, 3H, H), (D, 3H or 4H), (1, D, 1, H) and (1, D, H): axes of length one in
-        #: front of the op's shapes (an index, cheaper than a reshape), or none.
-        ranks = 3, 3, 3, 3, 2, 4, 3
-        given = [X.ndim, h0.ndim, W.ndim, R.ndim, 1 if B is None else B.ndim]
-        given += [len(shape) for shape in (self.result_shapes[0], self.result_shapes[-1])]
-        self.views = tuple((None,) * (rank - ndim) for rank, ndim in zip(ranks, given))
-        self.lengths = template._ones_for(1)  # the cell's: one step; only read
-        self.no_att = template._no_att
-        self.call, self.clip, self.scratch = template._direct_call(), template.clip, template._scratch
-        self.shares = template._shares
-        self.no_bias = absent_bias(template.spec, self.dtype) if B is None else None
-
-    @classmethod
-    def of(cls, template, X, h0, lengths, W, R, B, A):
-        """The plan of a call that passed the full checks (its arrays as the caller gave them), or
-        None when they are not ones the kernels take as they are."""
-        if template.spec.dtype is not template.compute_dtype:
-            return None
-        arrays = [a for a in (X, h0, lengths, W, R, B, A) if a is not None]
-        if not all(type(a) is np.ndarray and a.flags.carray for a in arrays):
-            return None
-        if any(a.dtype is not template.compute_dtype for a in (X, h0, W, R, B, A) if a is not None):
-            return None
-        return cls(template, X, h0, lengths, W, R, B, A)
-
-    def __call__(self, X, h0, lengths, W, R, B, A):
-        """The results ((Ho,) for the cell, else (Y, Ho)), or None: see the class."""
-        dt = self.dtype
-        x_shape, h_shape, w_shape, r_shape, b_shape, n_shape, a_shape = self.shapes
-        if not (_fits(X, x_shape, dt) and _fits(h0, h_shape, dt) and _fits(W, w_shape, dt) and _fits(R, r_shape, dt)):
-            return None
-        if b_shape is None:
-            if B is not None:
-                return None
-            B = self.no_bias
-        elif not _fits(B, b_shape, dt):
-            return None
-        if n_shape is None:
-            if lengths is not None:
-                return None
-            lengths = self.lengths
-        elif (
-            type(lengths) is np.ndarray
-            and lengths.dtype in LENGTH_DTYPES
-            and lengths.shape == n_shape
-            and 0 <= lengths[0] <= 1
-        ):
+    def compute_direct(self, X, h0, lengths, A, W, R, B):
+        """The results ((Ho,) for the cell, else (Y, Ho)) of a checked call, in T1 and the op's layout."""
+        ct = self.compute_dtype
+        results = tuple(np.empty(shape, ct) for shape in self.result_shapes(1, 1))
+        X, h0 = _scratch.converted("X", X, ct), _scratch.converted("h0", h0, ct)
+        W, R, B = kernel_ready(self.spec, W, R, B)
+        if lengths is not None and lengths.dtype not in LENGTH_DTYPES:
             lengths = _scratch.lengths(lengths, 1, 1)
-        else:
-            return None
-        if a_shape is None:
-            if A is not None:
-                return None
-            att = self.no_att
-        elif _fits(A, a_shape, dt):
-            att = A.reshape(1, 1)  # (N, S, 1)
-        else:
-            return None
-        x, h, w, r, b, y, ho = self.views
-        results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
-        X, h0, W, R, B, y, ho = X[x], h0[h], W[w], R[r], B[b], results[0][y], results[-1][ho]
-        n_dirs, n_hidden, flops = self.shares
-        if n_dirs > 1 or not _paths.pair_sized(n_hidden, flops):  # never shared
-            work = _scratch.work(self.scratch[0], 0, dt)[0]  # the kernel at once: Python is most of a small call
-            _paths.run_direct(X, h0, lengths, att, y, ho, W, R, B, self.call, self.clip, work)
-        else:
-            _paths.direct((X, h0, lengths, att, y, ho), (W, R, B), self.call, self.clip, self.scratch, *self.shares)
-        return results
+        att = None if A is None else _scratch.converted("A", A, ct)
+        arrays = (X, h0, lengths, att, results[0], results[-1], W, R, B)
+        run_planned(self, arrays, 1, 1)
+        return results if self._native else tuple(r.astype(self.spec.dtype) for r in results)
 
+    def plan_of(self, X, h0, lengths, W, R, B, A):
+        """The plan a checked call ran on, for its next calls (``_plan.Plan.direct``), or None when its arrays
+        are not ones the kernels take as they are (as ``Packed.plan_of``)."""
+        dt = self.compute_dtype
+        if self.spec.dtype is not dt or numba.config.DISABLE_JIT:
+            return None
+        arrays = [a for a in (X, h0, W, R, B, A) if a is not None]
+        if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
+            return None
+        if lengths is not None and not (
+            type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray
+        ):
+            return None
+        plan = self.plans.__dict__.get((1, 1, None, 0, None))
+        if plan is None:
+            return None
+        results = [np.empty(shape, dt) for shape in self.result_shapes(1, 1)]
+        lengths = plan.full if lengths is None else lengths
+        B = self.no_bias if B is None else B
+        plan.expect((X, h0, lengths, self._no_att if A is None else A, results[0], results[-1], W, R, B))
+        return plan
 
-def _fits(a, shape, dtype):
-    """Whether ``a`` is an ndarray of this shape and dtype that the kernels take as it is."""
-    return type(a) is np.ndarray and a.dtype is dtype and a.shape == shape and a.flags.carray
+    def layer_calls(self, n, s, strides, keep):
+        return [functools.partial(self.call, 1, 1, strides=None, keep=0)]

@@ -11,7 +11,6 @@ import threading
 import numpy as np
 
 from ._dispatch import NO_ROWS, Packed
-from ._plan import plan_for
 from ._validate import (
     DEFAULT,
     Attributes,
@@ -106,7 +105,7 @@ class _Prepared(Described):
         results = self._packed.compute(X, h0, sequence_lengths, A, out)
         if len(plans) >= 16:
             plans.clear()
-        plans[X.shape] = plan_for(self._packed, *given, out)  # the next calls of this shape take it
+        plans[X.shape] = self._packed.plan_of(*given, out)  # the next calls of this shape take it
         return results[0] if len(results) == 1 else results
 
 

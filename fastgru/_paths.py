@@ -1,40 +1,43 @@
-"""Which kernel runs a call, on how many threads, and running it.
+"""The road: which driver runs each layer of a call, on how many threads, and running it.
 
-Four paths (``choose``): 'serial', every row on the calling thread; 'parallel', blocks of rows
-(and the directions) shared among Numba's threads; and, for a single row (batch 1, one
-direction), 'pair', split with fastgru's partner thread, or 'split', split in a Numba parallel
-region when the partner is off. The thresholds are ``_tuning``'s, read at every call. Paths that
-share work lease their threads from the process-wide budget (``_threading.lease``) and get at
-least the calling thread: a call never waits for threads.
+``road`` decides once per call shape (a plan, ``fastgru._plan``, keeps its decision); ``run`` runs a
+plan's call, taking at run time only what the moment gives: the threads the process-wide budget
+grants (``_threading.lease``) and the partner thread (``with_partner``). This module is the only
+reader of the thresholds that choose a path (``_tuning``): a plan stores the road, never restates it.
+
+Paths of one layer: 'serial', every row on the calling thread; 'parallel', blocks of rows (and the
+directions) shared among Numba's threads; for a single row (batch 1, one direction), 'pair', split
+with fastgru's partner thread, or 'split', split in a Numba parallel region when the partner is
+off. A function API's call of one row and one step runs the direct drivers ('serial' or 'pair' of
+the direct road). A stack of forward layers at one row may run as a 'wave' (the layers cut
+between the calling thread and the partner), raced against its layers' own paths (``Race``).
+Paths that share work get at least the calling thread: a call never waits for threads.
 """
 
 import contextlib
 import functools
+import time
+from collections import namedtuple
 
 from . import _partner, _scratch, _tuning
-from ._kernels.direct import direct_ints, run_direct
-from ._kernels.jobs import JOB_SIZE
-from ._kernels.layout import rows_scratch, split_scratch
-from ._kernels.pair import jobs_worker, run_direct_pair, run_pair
-from ._kernels.planned import job_callback
-from ._kernels.rows import run_parallel, run_serial
-from ._kernels.split import run_split
+from ._kernels.direct import direct_ints
+from ._kernels.entry import run_direct_plan, run_plan
 from ._threading import lease, requested
-from ._tuning import CHUNK_ROWS  # compiled into the kernels: not a run-time setting
 
 PATHS = ("serial", "parallel", "split", "pair")
 
-
-def pair_sized(n_hidden, flops):
-    """Whether a call of one row and one direction is large enough for the pair path (``choose``'s
-    test, the partner aside): H hidden units and ``flops`` (the products')."""
-    return n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
+#: The decision for one call shape: each layer's path; 'threads' when one of them runs a parallel
+#: region, 'partner' when one runs the pair driver, else 'serial'; whether the call is long enough to
+#: wake a sleeping partner; the wavefront's cut (None: no wavefront) and whether it races the
+#: layers' paths; the path forced (None: none); and whether the call is a direct one.
+Road = namedtuple("Road", "paths needs wake cut race forced direct")
 
 
 def choose(n_rows, n_steps, n_dirs, n_hidden, flops):
-    """The path of a call of N rows of S steps, D directions, H hidden units and ``flops`` (the products')."""
+    """The path of one layer of N rows of S steps, D directions, H hidden units and ``flops`` (the
+    products')."""
     if n_rows * n_dirs == 1:
-        if _partner.PARTNER.enabled and pair_sized(n_hidden, flops):
+        if _partner.PARTNER.enabled and n_hidden >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS:
             return "pair"
         if (
             n_hidden >= _tuning.SPLIT_FROM_HIDDEN
@@ -46,68 +49,139 @@ def choose(n_rows, n_steps, n_dirs, n_hidden, flops):
     return "serial" if flops < _tuning.SERIAL_BELOW_FLOPS else "parallel"
 
 
-def run(packed, path, n, s, arrays, strides, keep):
-    """Run ``path`` ('serial', 'parallel', 'split' or 'pair') on the kernels' ``arrays`` (X, h0,
-    lengths, state_rows, att, y, ho) of N rows and S steps; ``path`` None: ``choose``'s.
-
-    Returns the kernel that ran ('run_serial', 'run_parallel', 'run_split' or 'run_pair'), which
-    may differ from the path's when the budget or the partner leaves one thread.
-    """
-    flops = packed.flops(n, s)
-    forced = path is not None
-    if path is None:
-        path = choose(n, s, packed.n_dirs, packed.n_hidden, flops)
-    if path == "serial":
-        return _serial(packed, n, s, arrays, strides, keep)
-    if path == "pair":
-        return _pair(packed, n, s, arrays, strides, keep, flops, forced)
-    _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
-    with lease(requested()) as granted:
-        if granted == 1 and not forced:
-            return _serial(packed, n, s, arrays, strides, keep)
-        if path == "split":
-            _split(run_split, packed, s, arrays, strides, keep, packed.tasks(path))
-            return "run_split"
-        n_blocks = min(n, -(-granted // packed.n_dirs))
-        call, floats, ints = _plan(packed, n, s, strides, keep, -(-n // n_blocks), packed.n_dirs * n_blocks)
-        work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-        run_parallel(*arrays, packed.weights, call, packed.clip, work, iwork, n_blocks, packed.tasks(path))
-        return "run_parallel"
+def road(layers, n, s, path=None, direct=False, wave_bytes=None):
+    """The Road of a call of N rows and S steps through ``layers`` (each a ``_dispatch.Packed``, or an
+    ``Unpacked`` template for a ``direct`` call); ``path`` forces one of PATHS on every layer, or
+    'wave'; ``wave_bytes``: the larger part's packed weights of the stack's best cut, with the cut,
+    (cut, bytes), when the call could run as a wavefront (``wave_cut``), else None."""
+    flops = [packed.flops(n, s) for packed in layers]
+    if direct:  # one row, one step: the pair path of one direction, or the calling thread
+        first = layers[0]
+        shared = first.n_dirs == 1 and choose(1, 1, 1, first.n_hidden, flops[0]) == "pair"
+        paths = (path if path is not None else "pair" if shared else "serial",)
+    elif path is not None and path != "wave":
+        paths = (path,) * len(layers)
+    else:
+        paths = tuple(choose(n, s, p.n_dirs, p.n_hidden, f) for p, f in zip(layers, flops))
+    needs = "threads" if {"parallel", "split"} & set(paths) else "partner" if "pair" in paths else "serial"
+    cut = race = None
+    if wave_bytes is not None and (path == "wave" or path is None and wave_bytes[1] <= _tuning.WAVE_MAX_BYTES):
+        cut, race = wave_bytes[0], path is None and _tuning.WAVE_RETRY > 0
+    return Road(paths, needs, max(flops) >= _tuning.PAIR_WAKE_FLOPS, cut, race, path, direct)
 
 
-def direct(arrays, weights, call, clip, scratch, n_dirs, n_hidden, flops, path=None):
-    """A direct call (``direct.py``: one row and one step from the caller's W, R and B) on the
-    kernels' ``arrays`` (X, h0, lengths, att, y, ho) and ``weights`` (W, R, B), with its ``scratch``
-    (floats, dtype); returns the name of the kernel that ran.
+def generation():
+    """What a road was chosen under: the tuning's changes (``_tuning.GENERATION``) and the partner
+    thread (on or off; a forked child's is another). A plan made under another is made again."""
+    partner = _partner.PARTNER
+    return _tuning.GENERATION, partner.enabled, id(partner)
 
-    Shared with the partner thread (``run_direct_pair``) where ``choose`` gives a call of one
-    direction and these products the pair path, when the partner and a second thread of the budget
-    come (``with_partner``); else ``run_direct`` on this thread. ``path`` 'serial' or 'pair'
-    forces one (a forced pair without the partner runs both halves here, as ``_pair`` does)."""
-    floats, dtype = scratch
-    forced = path is not None
-    if path is None:
-        path = "pair" if n_dirs == 1 and choose(1, 1, 1, n_hidden, flops) == "pair" else "serial"
-    threads = with_partner(flops >= _tuning.PAIR_WAKE_FLOPS, forced) if path == "pair" else _ALONE
-    with threads as mailbox:
+
+def hoists(rows, n_steps, n_hidden, itemsize):
+    """Whether a task of ``rows`` rows computes X·Wᵀ + bias for all its steps first (it fits in cache)."""
+    return rows * n_steps * 3 * n_hidden * itemsize <= _tuning.HOIST_BYTES
+
+
+def wave_cut(sizes):
+    """(cut, bytes) of a wavefront over layers of these packed weights' ``sizes`` (bytes): the first
+    layer of the partner's part, chosen to balance the parts, and the larger part's bytes, which the
+    road compares with one core's L2 (``_tuning.WAVE_MAX_BYTES``: beyond it the split of each row,
+    whose halves fit, is faster)."""
+    parts = {cut: max(sum(sizes[:cut]), sum(sizes[cut:])) for cut in range(1, len(sizes))}
+    cut = min(parts, key=parts.get)
+    return cut, parts[cut]
+
+
+def effective(paths, granted, mailbox, forced):
+    """Each layer's (path, threads, mailbox) when the call got ``granted`` threads and the partner's
+    ``mailbox`` (None: no partner): threads for the parallel driver's blocks, the mailbox for the
+    pair driver's; a path that cannot have what it needs runs serial, unless it is ``forced``
+    (then a split row runs both halves in its parallel region, a pair row on this thread's own
+    mailbox, which nobody serves)."""
+    result = []
+    for path in paths:
+        if path in ("parallel", "split") and granted == 1 and not forced:
+            path = "serial"
+        elif path == "pair" and mailbox is None:
+            path = "serial"
+        result.append((path, granted if path == "parallel" else 0, mailbox if path == "pair" else None))
+    return tuple(result)
+
+
+def run(plan, arrays, entry=None):
+    """Run ``plan``'s call on its ``arrays`` (X, h0, lengths, state_rows, att, y, ho; a direct call's:
+    X, h0, lengths, att, y, ho, W, R, B) through ``entry`` (the plan's, for a call that took no
+    checks; None: the one that compiles for any types). Returns each layer's path as it ran ('wave'
+    for a wavefront's), or None when the entry found a shape or a length other than the plan's
+    (nothing was written)."""
+    road = plan.road
+    if entry is None:
+        entry = run_direct_plan if road.direct else run_plan
+    if road.cut is not None:
+        if road.forced == "wave":
+            took = _wavefront(plan, arrays, entry, True)
+            return ("wave" if took else "serial",) * len(road.paths)
+        if road.race and requested() > 1:
+            return _raced(plan, arrays, entry)
+        if not road.race and requested() > 1:
+            took = _wavefront(plan, arrays, entry, False)
+            if took is not None:
+                return ("wave" if took else "serial",) * len(road.paths)
+    return _on_paths(plan, arrays, entry)
+
+
+def _on_paths(plan, arrays, entry):
+    """The layers on their own paths, with what the moment gives."""
+    road = plan.road
+    forced = road.forced is not None
+    if road.needs == "serial" or (not forced and requested() == 1):
+        way = plan.ways.get((1, None, forced)) or plan.way(1, None, forced)
+    elif road.needs == "threads":
+        _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
+        with lease(requested()) as granted:
+            way = plan.ways.get((granted, None, forced)) or plan.way(granted, None, forced)
+            return way.paths if _enter(entry, arrays, way) >= 0 else None
+    else:
+        with with_partner(road.wake, forced) as mailbox:
+            key = 1, None if mailbox is None else id(mailbox), forced
+            way = plan.ways.get(key) or plan.way(1, mailbox, forced)
+            return way.paths if _enter(entry, arrays, way) >= 0 else None
+    return way.paths if _enter(entry, arrays, way) >= 0 else None
+
+
+def _enter(entry, arrays, way):
+    """The kernel call: ``entry`` on the call's arrays and the way's jobs. Returns the entry's answer:
+    1 when the partner took its part, -1 when a shape or a length is not the plan's (see ``run``)."""
+    return entry(*arrays, way.jobs)
+
+
+def _wavefront(plan, arrays, entry, forced):
+    """The layers as a wavefront with the partner thread, when the call can have it and a second
+    thread; ``forced``: with this thread's own mailbox otherwise, which nobody serves (this thread
+    then runs every layer). Returns None if it did not run, else whether the partner took its layers."""
+    with with_partner(plan.road.wake, forced) as mailbox:
         if mailbox is None:
-            run_direct(*arrays, *weights, call, clip, _scratch.work(floats, 0, dtype)[0])
-            return "run_direct"
-        work, iwork = _scratch.work(floats, _direct_ints(weights[0].shape[2], n_hidden, dtype.itemsize), dtype)
-        parts = job_callback("direct_part", weights[0])
-        run_direct_pair(*arrays, *weights, call, clip, work, iwork, mailbox, jobs_worker(), parts)
-        return "run_direct_pair"
+            return None
+        answer = _enter(entry, arrays, plan.ways.get(("wave", id(mailbox))) or plan.wave(mailbox))
+        return None if answer < 0 else answer == 1
 
 
-#: ``with_partner``'s stand-in for a call that runs on its own thread.
-_ALONE = contextlib.nullcontext()
-
-
-@functools.lru_cache(maxsize=256)
-def _direct_ints(n_inputs, n_hidden, itemsize):
-    """``direct_ints``, computed (and compiled) on the first shared call of these sizes only: the
-    one-row calls that never share do not pay for its compilation on their first call."""
-    return direct_ints(n_inputs, n_hidden, itemsize)
+def _raced(plan, arrays, entry):
+    """A call that can run as a wavefront: as one, or on its layers' own paths, as the plan's race
+    says, which is told how long the call took, unless the way found no second thread (a partner
+    asleep after a pause, say) and the call ran on one: the time of neither way."""
+    race = plan.race
+    wave = race.wave()
+    start = time.perf_counter_ns()
+    took = _wavefront(plan, arrays, entry, False) if wave else None
+    if took is None:
+        ran = _on_paths(plan, arrays, entry)
+        if wave or ran != plan.road.paths:
+            return ran
+    else:
+        ran = ("wave" if took else "serial",) * len(plan.road.paths)
+    race.record(wave, time.perf_counter_ns() - start)
+    return ran
 
 
 def with_partner(wake, forced=False):
@@ -141,49 +215,71 @@ class _WithPartner:
         return self.partner.__exit__(*exc)
 
 
-def _serial(packed, n, s, arrays, strides, keep):
-    call, floats, ints = _plan(packed, n, s, strides, keep, n, 1)
-    work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-    run_serial(*arrays, packed.weights, call, packed.clip, work, iwork, 0, 0)
-    return "run_serial"
+@functools.lru_cache(maxsize=256)
+def direct_ints_of(n_inputs, n_hidden, itemsize):
+    """``direct_ints``, computed (and compiled) on the first shared direct call of these sizes only:
+    the one-row calls that never share do not pay for its compilation on their first call."""
+    return direct_ints(n_inputs, n_hidden, itemsize)
 
 
-def _split(kernel, packed, s, arrays, strides, keep, *addresses):
-    call, floats, ints = _plan(packed, 1, s, strides, keep, 0, 2)
-    work, iwork = _scratch.work(floats, ints, packed.compute_dtype)
-    return kernel(*arrays, packed.weights, call, packed.clip, work, iwork, *addresses)
+class Race:
+    """Whether a call that may run as a wavefront runs as one or on its layers' own paths, for the
+    calls of one shape on one thread (a plan's). They run the current way, the wavefront at first;
+    the other way has a **trial** of ``TRIAL`` calls in a row after ``_tuning.WAVE_RETRY`` calls of
+    the current one, after twice as many each time it loses (up to ``WAVE_RETRY_MAX``), and at once
+    when the current way's time grows past ``COLLAPSE`` times the other's. A trial wins, and its
+    way becomes the current one, when the median of its times beats the current way's by
+    ``MARGIN``. A way's time is the median of its last ``TRIAL`` calls: one slow call does not move
+    it, and a trial's first call, which finds the weights in the other way's caches, does not
+    decide it. The first call of each way makes its jobs: its time is left out.
 
+    The partner thread shares the second core with whatever else the process runs (another
+    runtime's spinning workers, say), and a wavefront, which cannot take back the layers it gave
+    the partner, is the way that loses most when that core is busy ("Tuning: a layer
+    wavefront"). ``WAVE_RETRY = 0``: always the wavefront."""
 
-def _pair(packed, n, s, arrays, strides, keep, flops, forced):
-    """A one-row call with the partner thread when it can have it and the budget leaves a thread for
-    it; else on this thread alone, with the serial kernel (a split row alone is slower), or, when
-    the path is forced, with run_pair and this thread's own mailbox, which nobody serves."""
-    with with_partner(flops >= _tuning.PAIR_WAKE_FLOPS, forced) as mailbox:
-        if mailbox is not None:
-            _split(run_pair, packed, s, arrays, strides, keep, mailbox, *_pair_callbacks(packed))
-            return "run_pair"
-        return _serial(packed, n, s, arrays, strides, keep)
+    TRIAL, COLLAPSE, MARGIN = 3, 1.25, 0.97
 
+    def __init__(self):
+        self.current = True
+        self.runs = {True: 0, False: 0}
+        self.times = {True: [], False: []}  # ns of each way's last TRIAL calls
+        self.every, self.left = _tuning.WAVE_RETRY, self.TRIAL  # the first trial soon
+        self.trial = 0  # calls of the other way's trial still to run
 
-def _pair_callbacks(packed):
-    """run_pair's callbacks: the partner's for posted jobs, and the one that runs a split row's worker."""
-    return jobs_worker(), packed.tasks("pair")
+    def time(self, wave):
+        """The median of the way's last times, or None."""
+        times = sorted(self.times[wave])
+        return times[(len(times) - 1) // 2] if times else None
 
+    def wave(self):
+        """Whether this call runs as a wavefront."""
+        if not _tuning.WAVE_RETRY:
+            return True
+        return self.current != (self.trial > 0)
 
-def _plan(packed, n, s, strides, keep, rows, tasks):
-    """(call descriptor, floats, ints) of N rows of S steps run as ``tasks`` tasks of up to ``rows``
-    rows each (``rows`` 0: a split row, two workers), made once per call shape. A task computes
-    X·Wᵀ for all its steps first when that fits in ``_tuning.HOIST_BYTES``."""
-    key = n, s, strides, keep, rows, tasks, _tuning.HOIST_BYTES
-    plan = packed.memo.get(key)
-    if plan is None:
-        ct = packed.compute_dtype
-        if rows == 0:
-            hoist = 0
-            floats, ints = split_scratch(s, packed.n_inputs, packed.n_hidden, ct.itemsize, CHUNK_ROWS)
+    def record(self, wave, ns):
+        """A call's time: ``wave``, whether it ran as a wavefront."""
+        self.runs[wave] += 1
+        if self.runs[wave] > 1:
+            self.times[wave] = [*self.times[wave][1 - self.TRIAL :], ns]
+        if self.trial:
+            self.trial -= 1
+            if not self.trial:
+                self._judge()
+            return
+        self.left -= 1
+        ours, theirs = self.time(self.current), self.time(not self.current)
+        if self.left <= 0 or (ours is not None and theirs is not None and ours > self.COLLAPSE * theirs):
+            self.trial = self.TRIAL
+
+    def _judge(self):
+        ours, theirs = self.time(self.current), self.time(not self.current)
+        if theirs is not None and (ours is None or theirs < self.MARGIN * ours):
+            self.current, self.every = not self.current, _tuning.WAVE_RETRY
         else:
-            hoist = int(rows * s * 3 * packed.n_hidden * ct.itemsize <= _tuning.HOIST_BYTES)
-            floats, ints = rows_scratch(rows, s, packed.n_inputs, packed.n_hidden, hoist, ct.itemsize, CHUNK_ROWS)
-        ints = (ints.end + JOB_SIZE) * tasks  # each task's job first (the parallel and split drivers')
-        plan = packed.remember(key, (packed.call(n, s, hoist, strides, keep), floats.end * tasks, ints))
-    return plan
+            self.every = min(2 * self.every, _tuning.WAVE_RETRY_MAX)
+        self.left = self.every
+
+
+_ALONE = contextlib.nullcontext()  # kept for callers that run a one-row call on its own thread

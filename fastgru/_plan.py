@@ -1,122 +1,125 @@
-"""Plans: the short path of a prepared op's call whose shapes, dtypes and layouts were seen before.
+"""A plan: a call of one shape on one thread, seen before, made ready for the kernels once.
 
-A call goes through the full checks (``_validate``) and conversions (``_dispatch``) the first time
-its X shape comes on a thread. When its arrays are ones the kernels take as they are (the op's
-dtype, which is the compute dtype, C-contiguous, aligned and writeable), it leaves a **plan** in
-the calling thread: the types and shapes it was checked for, and everything the kernels need
-beside the arrays (its kernel compiles, or loads from the cache, when a call first takes the plan:
-a process that calls once compiles nothing for plans). A later call of the same X shape on the
-thread goes straight to the kernel:
+Every call reaches the kernels through a plan: a prepared op's, the function API's, a stream's, a
+state pool's step, a stack's, fastgru.torch's. A plan keeps the road ``_paths.road`` chose for its
+call shape, each layer's call descriptor, and the **jobs** (``_kernels/jobs.py``) of each way the
+road can take at run time (the threads granted, the partner thread or not, a wavefront), made
+when a call first takes that way, with every array they point to: the packed weights, the
+descriptors, the scratch, the buffers between a stack's layers, the int64 lengths. A call then
+hands its changing arrays and the way's jobs to the one compiled entry (``_kernels/entry.py``),
+which compares their shapes with the plan's, copies the lengths in and runs each job's driver.
 
-- a call that runs on the calling thread anyway (the small ones) is one call of ``run_planned``
-  (``_kernels/planned.py``), compiled for exactly the plan's types: Numba's dispatcher, which
-  looks at each argument's type on every call, is the check of the types (another type raises
-  TypeError, not a compilation), and the kernel compares the shapes and the lengths' values
-  before it writes anything;
-- a one-row call that shares its row with the partner thread (the 'pair' path) is the same call
-  of ``run_planned``, on a second job for the pair driver when it gets the partner and a second
-  thread (the leases of ``_paths``), else on the serial one;
-- the others compare shapes, dtypes and flags here, check the lengths' values, and call
-  ``Packed.compute``.
-
-A call that differs in anything gets the full checks, and their messages, as if there were no
-plan, and leaves its own plan; a change of ``_tuning`` remakes the plans.
+A call that took no checks (a prepared op's call of a shape seen before, whose arrays are ones the
+kernels take as they are: the op's dtype, C-contiguous, aligned, writeable) goes through the
+entry compiled for exactly the types of the call that made the plan (``entry.entry``): another
+type raises TypeError, another shape or a length outside [0, S] returns -1, and the caller then
+runs the full checks, which say what is wrong. A plan serves one thread: its jobs point to that
+thread's scratch, and the entry writes the call's arrays into them.
 """
+
+from collections import namedtuple
 
 import numba
 import numpy as np
 
-from . import _partner, _paths, _scratch, _tuning
-from ._dispatch import LENGTH_DTYPES, NO_ROWS
-from ._kernels.jobs import JOB, JOB_SIZE
+from . import _paths, _scratch, _tuning
+from ._kernels.direct import direct_scratch
+from ._kernels.drivers import callback, task_callback
+from ._kernels.entry import entry
+from ._kernels.jobs import JOB, JOB_SIZE, SHAPED
+from ._kernels.layout import CALL, rows_scratch, split_scratch
+from ._kernels.memory import LINE_BYTES, aligned
 from ._kernels.pair import jobs_worker
-from ._kernels.planned import job_callback, planned
-from ._validate import check_lengths
+from ._tuning import CHUNK_ROWS  # compiled into the kernels: not a path choice
+
+_I64 = np.dtype(np.int64)
+#: The kernels' state_rows when batch row b has state row b.
+NO_ROWS = np.zeros(0, dtype=_I64)
+#: The sequence lengths' dtypes that a call without checks passes as they are.
+LENGTH_DTYPES = (np.dtype(np.int32), _I64)
+
+
+#: One layer of a way: its call descriptor, the floats and ints of its scratch, the parallel
+#: driver's blocks (0: none), its driver (``_kernels/drivers.py``) and the partner's mailbox or None.
+Layer = namedtuple("Layer", "call floats ints blocks kind mailbox")
+
+
+class Way:
+    """The jobs (L, JOB_SIZE) of one way a plan's call runs, each layer's path as it runs, and every
+    array the jobs point to (kept alive with them)."""
+
+    __slots__ = ("jobs", "paths", "kept")
+
+    def __init__(self, jobs, paths, kept):
+        self.jobs, self.paths, self.kept = jobs, paths, kept
 
 
 class Plan:
-    """The short path of one op's calls of one shape on one thread (see the module's docstring)."""
+    """The plan of calls of one shape through ``runner`` (a ``_dispatch.Packed``, an ``Unpacked``
+    template of direct calls, or a ``GRUStack``), on one thread: see the module. ``arrays`` are the
+    first call's, as the entry takes them (X, h0, lengths, state_rows, att, y, ho, and a direct
+    call's W, R, B): their shapes are the plan's. ``strides``: the layout of X, Y and the states
+    (``_dispatch.canonical_strides``'s names; None: the op's); ``keep``: a row of length 0 keeps its
+    state (streams, pools); ``path``: forced (``_paths.PATHS``, or 'wave')."""
 
-    __slots__ = (
-        "packed",
-        "dtype",
-        "generation",
-        "cell",
-        "shapes",
-        "result_shapes",
-        "s",
-        "run",
-        "job",
-        "fixed",
-        "lengths",
-        "full",
-        "no_att",
-        "signature",
-        "pair_job",
-        "partner",
-        "wake",
-    )
+    __slots__ = ("runner", "n", "s", "keep", "generation", "road", "race", "calls", "lengths", "full", "shapes")
+    __slots__ += ("buffers", "ways", "large", "signature", "entry", "dtype", "results", "no_att", "no_bias")
 
-    def __init__(self, packed, X, h0, lengths, A, results):
-        n = X.shape[0]
-        self.cell = packed.spec.layout == "cell"
-        s = 1 if self.cell else X.shape[1]
-        self.packed, self.dtype, self.generation, self.s = packed, packed.compute_dtype, _tuning.GENERATION, s
-        self.result_shapes = packed.result_shapes(n, s)
-        flops = packed.flops(n, s)
-        d, h = packed.n_dirs, packed.n_hidden
-        pairs = n * d == 1 and h >= _tuning.PAIR_FROM_HIDDEN and flops >= _tuning.PAIR_FROM_FLOPS
-        path = _paths.choose(n, s, d, h, flops)
-        self.pair_job, self.partner, self.wake = None, None, False
-        # Planned: a call that runs serial whether the partner runs or not, and one on the pair path.
-        if not (path == "pair" or path == "serial" and not pairs):
-            self.run = self.job = self.fixed = self.lengths = self.full = self.no_att = self.signature = None
-            self.shapes = tuple(None if a is None else a.shape for a in (X, h0, lengths, A))
-            return
-        self.lengths = np.ones(n, dtype=np.int64)  # the cell's; a sequence's, copied in by the kernel
-        self.full = np.full(n, s, dtype=np.int64)  # a sequence's without sequence_lengths: every step
-        self.no_att = packed._no_att
-        #: The arrays the jobs point to, alive as long as the plan.
-        self.fixed = {}
-        changing = (X, h0, self.lengths if lengths is None else lengths, self.no_att if A is None else A)
-        changing += (results[0], results[-1])  # y and ho: the cell's Ho is both
-        self.job = self._job(packed, changing, n, 1)
-        if path == "pair":
-            self.partner = _partner.PARTNER  # a forked child has another, and its own mailbox
-            self.pair_job = self._job(packed, changing, 0, 2)
-            self.pair_job[JOB["mailbox"]] = self.partner.mailbox.ctypes.data
-            self.pair_job[JOB["worker"]] = jobs_worker()
-            self.pair_job[JOB["tasks"]] = packed.tasks("pair")
-            self.wake = flops >= _tuning.PAIR_WAKE_FLOPS
-        self.shapes, self.run = None, None
-        self.signature = numba.int64(*[numba.typeof(a) for a in changing], numba.typeof(self.job))
+    def __init__(self, runner, arrays, n, s, strides=None, keep=0, path=None):
+        self.runner, self.n, self.s, self.keep = runner, n, s, keep
+        self.generation = _paths.generation()
+        layers = runner.packs
+        self.road = _paths.road(layers, n, s, path, runner.direct, runner.wave_bytes(n, s))
+        self.race = _paths.Race() if self.road.race else None
+        #: Each layer's call descriptor as a function of (rows per task, a wavefront's wait/post).
+        self.calls = runner.layer_calls(n, s, strides, keep)
+        #: The int64 lengths the drivers read (the entry copies each call's in); a call without
+        #: lengths passes ``full``: every step.
+        self.lengths = np.ones(n, dtype=_I64)
+        self.full = np.full(n, s, dtype=_I64)
+        self.shapes = _shapes(arrays, runner.direct, n)
+        widths = [p.n_dirs * p.n_hidden for p in layers]
+        between = max(widths[:-1], default=0) * n * s
+        #: The two buffers a stack's layers' Y and X alternate between.
+        self.buffers = [aligned(between, runner.compute_dtype) for _ in range(2 if len(layers) > 1 else 0)]
+        self.ways = {}
+        #: Whether a way's scratch was too large to keep (``_tuning.KEEP_SCRATCH_BYTES``): the plan
+        #: then serves its call only.
+        self.large = False
+        self.signature = self.entry = None
+        #: What a call that took no checks needs beside: the results' dtype and shapes ((Ho,) for a
+        #: cell, else (Y, Ho)), no attention, an absent B's zeros (a direct call's).
+        self.dtype, self.results = runner.compute_dtype, runner.result_shapes(n, s)
+        self.no_att, self.no_bias = runner._no_att, getattr(runner, "no_bias", None)
 
-    def _job(self, packed, changing, rows, tasks):
-        """The job of ``_paths._plan``'s tasks of ``rows`` rows (0: a split row's two workers)."""
-        n, s = changing[0].shape[0], self.s
-        call, floats, ints = _paths._plan(packed, n, s, None, 0, rows, tasks)
-        work, iwork = _scratch.work(floats, ints, self.dtype)
-        fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork}
-        fixed.update(state_rows=NO_ROWS, lengths=self.lengths)
-        job = np.zeros(JOB_SIZE, dtype=np.int64)
-        for name, array in fixed.items():
-            job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
-        job[JOB["steps"]] = s
-        job.view(np.float64)[JOB["clip"]] = packed.clip
-        for k, array in enumerate(changing):  # in the order of SHAPED
-            job[JOB["shapes"] + 4 * k : JOB["shapes"] + 4 * k + array.ndim] = array.shape
-        self.fixed[rows] = fixed
-        return job
+    # ------------------------------------------------------------------------------- calls
+
+    def complete(self, arrays):
+        """``arrays`` with the plan's lengths of every step for lengths None and no attention for att
+        None."""
+        direct = self.runner.direct
+        at_lengths, at_att = 2, 3 if direct else 4
+        if arrays[at_lengths] is not None and arrays[at_att] is not None:
+            return arrays
+        arrays = list(arrays)
+        if arrays[at_lengths] is None:
+            arrays[at_lengths] = self.full
+        if arrays[at_att] is None:
+            arrays[at_att] = self.runner._no_att
+        return tuple(arrays)
+
+    def run(self, arrays):
+        """Run a checked call (its arrays as ``Plan`` takes them); returns each layer's path as it
+        ran, or None when its shapes are not the plan's (``_paths.run``)."""
+        return _paths.run(self, arrays)
 
     def __call__(self, X, h0, lengths, A, out):
-        """The results of a call that matches the plan, else None (nothing was written)."""
-        if self.generation != _tuning.GENERATION:
-            return None
-        if self.job is None:
-            return self._checked(X, h0, lengths, A, out)
+        """The results of a prepared op's call that took no checks (``out`` as the op takes it), or
+        None when anything is not the plan's and nothing was written: the caller then runs the full
+        checks."""
         if out is None:
-            results = tuple([np.empty(shape, self.dtype) for shape in self.result_shapes])
-        elif self.cell:
+            results = tuple([np.empty(shape, self.dtype) for shape in self.results])
+        elif len(self.results) == 1:  # a cell's out is its Ho
             if type(out) is tuple:
                 return None
             results = (out,)
@@ -124,82 +127,186 @@ class Plan:
             results = out
         else:
             return None
-        if lengths is None:
-            lengths = self.lengths if self.cell else self.full
-        if self.run is None:  # the first call that takes the plan compiles (or loads) its kernels
-            self.job[JOB["callback"]] = job_callback("serial", self.packed.weights)
-            if self.pair_job is not None:
-                self.pair_job[JOB["callback"]] = job_callback("pair", self.packed.weights)
-            self.run = planned(self.signature)
-        A = self.no_att if A is None else A
+        lengths = self.full if lengths is None else lengths
+        att = self.no_att if A is None else A
+        return None if self.unchecked((X, h0, lengths, NO_ROWS, att, results[0], results[-1])) is None else results
+
+    def direct(self, X, h0, lengths, W, R, B, A):
+        """The results of a function API's direct call that took no checks, or None (as ``__call__``)."""
+        results = tuple([np.empty(shape, self.dtype) for shape in self.results])
+        lengths = self.full if lengths is None else lengths
+        B = self.no_bias if B is None else B
+        arrays = (X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], W, R, B)
+        return None if self.unchecked(arrays) is None else results
+
+    def unchecked(self, arrays):
+        """Run a call that took no checks, through the entry compiled for the plan's types; returns
+        its paths, or None when a type, a shape or a length is not the plan's (nothing written)."""
+        if self.generation != _paths.generation():
+            return None
+        if self.entry is None:  # the first call without checks compiles (or loads) its entry
+            self.entry = entry(self.signature, self.runner.direct)
         try:
-            if self.pair_job is None:
-                answer = self.run(X, h0, lengths, A, results[0], results[-1], self.job)
-            else:  # as _paths._pair: the partner if it comes, and a second thread of the budget
-                if self.partner is not _partner.PARTNER or not self.partner.enabled:
-                    return None
-                with _paths.with_partner(self.wake) as mailbox:
-                    job = self.job if mailbox is None else self.pair_job
-                    answer = self.run(X, h0, lengths, A, results[0], results[-1], job)
+            return _paths.run(self, arrays, self.entry)
         except TypeError:  # another type than the plan's
             return None
-        return None if answer < 0 else results
 
-    def _checked(self, X, h0, lengths, A, out):
-        """A call that shares its work: shapes, dtypes and flags compared here, then Packed.compute."""
-        dt = self.dtype
-        x_shape, h_shape, n_shape, a_shape = self.shapes
-        try:
-            if (
-                X.shape != x_shape
-                or X.dtype is not dt
-                or not X.flags.carray
-                or h0.shape != h_shape
-                or h0.dtype is not dt
-                or not h0.flags.carray
-                or (lengths is None) != (n_shape is None)
-                or (A is None) != (a_shape is None)
-            ):
-                return None
-            if lengths is not None and (
-                lengths.shape != n_shape or lengths.dtype not in LENGTH_DTYPES or not lengths.flags.c_contiguous
-            ):
-                return None
-            if A is not None and (A.shape != a_shape or A.dtype is not dt or not A.flags.carray):
-                return None
-            if out is None:
-                results = tuple([np.empty(shape, dt) for shape in self.result_shapes])
-            else:
-                results = (out,) if self.cell and type(out) is not tuple else out
-                if type(results) is not tuple or len(results) != len(self.result_shapes):
-                    return None
-                for array, shape in zip(results, self.result_shapes):
-                    if array.shape != shape or array.dtype is not dt or not array.flags.carray:
-                        return None
-        except AttributeError:  # not an array: the full checks say what it is
-            return None
-        if lengths is not None:
-            check_lengths(self.packed.spec.op, lengths, self.s)
-        return self.packed.compute(X, h0, lengths, A, results)
+    def expect(self, arrays):
+        """Take the types of ``arrays`` (a call like the one that made the plan, which passed the
+        checks) as the plan's: calls without checks must have exactly these."""
+        signature = numba.int64(*[numba.typeof(a) for a in arrays], numba.typeof(np.zeros((1, JOB_SIZE), _I64)))
+        if signature != self.signature:
+            self.signature, self.entry = signature, None
+
+    # ------------------------------------------------------------------------------- ways
+
+    def way(self, granted, mailbox, forced):
+        """The Way of a call that got ``granted`` threads and the partner's ``mailbox`` (None: none),
+        made once each."""
+        key = granted, None if mailbox is None else id(mailbox), forced
+        found = self.ways.get(key)
+        if found is None:
+            found = self.ways[key] = self._make(_paths.effective(self.road.paths, granted, mailbox, forced))
+        return found
+
+    def wave(self, mailbox):
+        """The Way of the wavefront with ``mailbox``, made once."""
+        key = "wave", id(mailbox)
+        found = self.ways.get(key)
+        if found is None:
+            serial = (("serial", 0, None),) * len(self.road.paths)
+            found = self.ways[key] = self._make(serial, mailbox)
+        return found
+
+    def _make(self, ways, wave_mailbox=None):
+        """The Way of ``ways`` (each layer's path, threads, mailbox; ``_paths.effective``), or, with
+        ``wave_mailbox``, of the wavefront cut at ``road.cut`` with that mailbox: each part with
+        scratch of its own, the layer before the cut posting its steps to a counter that the layer
+        at the cut waits for."""
+        layers = [self._layer(k, *way) for k, way in enumerate(ways)]
+        kept = []
+        if wave_mailbox is None:
+            scratch = [self._scratch(layers, kept)] * len(layers)
+        else:  # the parts run at once: scratch of their own
+            cut = self.road.cut
+            parts = self._scratch(layers[:cut], kept, True), self._scratch(layers[cut:], kept, True)
+            scratch = [parts[0]] * cut + [parts[1]] * (len(layers) - cut)
+            progress = aligned(LINE_BYTES // 8, _I64, zero=True)  # a line of its own
+            kept.append(progress)
+            layers[cut - 1].call[CALL["post"]] = layers[cut].call[CALL["wait"]] = progress.ctypes.data
+            layers[0] = layers[0]._replace(mailbox=wave_mailbox)
+        jobs = np.zeros((len(layers), JOB_SIZE), dtype=_I64)
+        for k, (layer, (work, iwork)) in enumerate(zip(layers, scratch)):
+            write_job(jobs[k], self, k, layer, work, iwork, kept)
+        if wave_mailbox is not None:
+            jobs[0, JOB["cut"]], jobs[0, JOB["progress"]] = cut, progress.ctypes.data
+        for k, shape in enumerate(self.shapes):
+            jobs[0, JOB["shapes"] + 4 * k : JOB["shapes"] + 4 * k + len(shape)] = shape
+        if wave_mailbox is not None:
+            paths = ("wave",) * len(layers)
+        else:  # the direct road's drivers are named for it
+            paths = tuple(layer.kind if self.road.direct else path for layer, (path, _, _) in zip(layers, ways))
+        return Way(jobs, paths, kept)
+
+    def _layer(self, k, path, granted, mailbox):
+        """The Layer of layer k on ``path`` with ``granted`` threads and ``mailbox``."""
+        packed = self.runner.packs[k]
+        n, s, itemsize = self.n, self.s, self.runner.compute_dtype.itemsize
+        i, h = packed.n_inputs, packed.n_hidden
+        if self.road.direct:
+            floats = direct_scratch(i, h, itemsize).end
+            ints = _paths.direct_ints_of(i, h, itemsize) if path == "pair" else 0
+            return Layer(self.calls[k](0), floats, ints, 0, "direct_pair" if path == "pair" else "direct", mailbox)
+        if path in ("split", "pair"):
+            o, io = split_scratch(s, i, h, itemsize, CHUNK_ROWS)
+            return Layer(self.calls[k](0), o.end, io.end + 2 * JOB_SIZE, 0, path, mailbox)
+        if path == "parallel":
+            blocks = max(1, min(n, -(-granted // packed.n_dirs)))  # a call of no rows: one block of none
+            rows, tasks = -(-n // blocks), packed.n_dirs * blocks
+        else:
+            blocks, rows, tasks = 0, n, 1
+        hoist = _paths.hoists(rows, s, h, itemsize)
+        o, io = rows_scratch(rows, s, i, h, hoist, itemsize, CHUNK_ROWS)
+        ints = (io.end + JOB_SIZE) * tasks  # each task's job first (the parallel driver's)
+        return Layer(self.calls[k](hoist), o.end * tasks, ints, blocks, path, mailbox)
+
+    def _scratch(self, layers, kept, own=False):
+        """The float and int64 scratch of ``layers`` (Layers), which run one after another: the
+        thread's kept buffers (too large to keep: the call's own), or, ``own``, the plan's."""
+        floats, ints = max(layer.floats for layer in layers), max(layer.ints for layer in layers)
+        if own:
+            work, iwork = aligned(floats, self.runner.compute_dtype), aligned(ints, _I64)
+        else:
+            work, iwork = _scratch.work(floats, ints, self.runner.compute_dtype)
+        self.large |= work.nbytes > _tuning.KEEP_SCRATCH_BYTES or iwork.nbytes > _tuning.KEEP_SCRATCH_BYTES
+        kept += [work, iwork]
+        return work, iwork
 
 
-def plan_for(packed, X, h0, lengths, A, out):
-    """A Plan for a call that passed the full checks (the caller's own arguments, and its checked
-    outputs or None), or None when its arrays are not ones the kernels take as they are: not
-    ndarrays (lists), or of another dtype or layout, which the full path converts."""
-    dt = packed.compute_dtype
-    if packed.spec.dtype is not dt or numba.config.DISABLE_JIT:
-        return None
-    arrays = [X, h0] + ([] if A is None else [A]) + ([] if out is None else list(out))
-    if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
-        return None
-    if lengths is not None and not (
-        type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray and lengths.ndim == 1
-    ):
-        return None
-    results = out if out is not None else tuple(np.empty(shape, dt) for shape in packed.result_shapes(*_ns(packed, X)))
-    return Plan(packed, X, h0, lengths, A, results)
+def run_planned(runner, arrays, n, s, strides=None, keep=0, path=None):
+    """Run a checked call of N rows and S steps through ``runner``'s plan of its shape on this thread
+    (``Plan``'s arguments; lengths None: every step, att None: none), made on its first call, and
+    made again when the tuning changed or another caller's arrays have other shapes for the same
+    call shape (a pool's states, say). Returns each layer's path as it ran."""
+    plans = runner.plans.__dict__
+    key = n, s, strides, keep, path
+    plan = plans.get(key)
+    if plan is None or plan.generation != _paths.generation():
+        plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
+    arrays = plan.complete(arrays)
+    ran = plan.run(arrays)
+    if ran is None:  # the same call shape with arrays of other shapes: a plan of their own
+        plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
+        ran = plan.run(arrays)
+        if ran is None:
+            raise RuntimeError(f"fastgru: a checked call did not fit its own plan ({runner!r}, {key})")
+    if plan.large:  # its scratch is its call's only
+        plans.pop(key, None)
+    return ran
 
 
-def _ns(packed, X):
-    return X.shape[0], 1 if packed.spec.layout == "cell" else X.shape[1]
+def _kept(plans, key, plan):
+    """``plan``, kept under ``key`` (at most 64 plans, then afresh)."""
+    if len(plans) >= 64:
+        plans.clear()
+    plans[key] = plan
+    return plan
+
+
+def write_job(job, plan, k, layer, work, iwork, kept):
+    """Write the job of layer k of ``plan`` (``_kernels/jobs.py``): every array but the call's
+    (which the entry writes), with ``work`` and ``iwork`` its scratch, and the Layer's driver,
+    blocks and mailbox; every array it points to goes to ``kept``. The one place a job is written
+    in Python."""
+    runner, last = plan.runner, len(plan.runner.packs) - 1
+    packed = runner.packs[k]
+    fixed = {"call": layer.call, "work": work, "iwork": iwork, "lengths": plan.lengths, "state_rows": NO_ROWS}
+    if packed.weights is not None:  # a direct call's W comes with each call
+        fixed["weights"] = packed.weights
+    if k > 0:  # a stack's layer reads the Y of the one before from the buffers they alternate between
+        fixed["X"] = plan.buffers[(k - 1) % 2]
+    if k < last:
+        fixed["y"] = plan.buffers[k % 2]
+    for name, array in fixed.items():
+        job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
+    kept += fixed.values()
+    if layer.mailbox is not None:
+        job[JOB["mailbox"]], job[JOB["worker"]] = layer.mailbox.ctypes.data, jobs_worker()
+        kept.append(layer.mailbox)
+    job[JOB["steps"]], job[JOB["blocks"]], job[JOB["state_offset"]] = plan.s, layer.blocks, runner.offsets[k]
+    job.view(np.float64)[JOB["clip"]] = packed.clip
+    job[JOB["callback"]], job[JOB["tasks"]] = callback(layer.kind, packed.like), task_callback(layer.kind, packed.like)
+
+
+def _shapes(arrays, direct, n):
+    """The shapes of the call's arrays in ``jobs.SHAPED``'s order (X, h0, lengths, att, y, ho, and a
+    direct call's W, R, B); lengths None is (n,), att None (0, 0)."""
+    if direct:
+        X, h0, lengths, att, y, ho, W, R, B = arrays
+        shaped = X, h0, lengths, att, y, ho, W, R, B
+    else:
+        X, h0, lengths, _, att, y, ho = arrays
+        shaped = X, h0, lengths, att, y, ho
+    shapes = [a.shape if a is not None else (n,) if k == 2 else (0, 0) for k, a in enumerate(shaped)]
+    assert len(shapes) <= len(SHAPED)
+    return shapes

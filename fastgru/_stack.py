@@ -19,21 +19,13 @@ since their ops round each Y to T1; the float32 and float64 ones in one kernel c
 
 import functools
 import threading
-import time
 
 import numpy as np
 
-from . import _partner, _scratch, _tuning
+from . import _paths, _scratch
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
-from ._kernels.jobs import JOB, JOB_SIZE
-from ._kernels.layout import CALL
-from ._kernels.memory import LINE_BYTES, aligned
-from ._kernels.pair import jobs_worker
-from ._kernels.planned import job_callback
-from ._kernels.stack import run_stack, run_stack_pair
 from ._ops import GRUSequence
-from ._paths import _plan, choose, with_partner
-from ._threading import lease, requested
+from ._plan import run_planned
 from ._validate import (
     FastGRUError,
     check_lengths,
@@ -97,14 +89,17 @@ class GRUStack:
         self._native = first.dtype == self.compute_dtype
         #: Each thread's (n, s, Y's shape) of a call shape that passed the checks, by X's shape.
         self._seen = threading.local()
-        #: Each thread's _Layouts by call shape: their jobs point to the thread's scratch, and
-        #: run_stack writes the call's arrays into them.
-        self._layouts = threading.local()
         #: What a StatePool takes of an op's packed weights (``run``, ``result_shapes``,
         #: ``compute_dtype``, ``n_hidden``, ``_no_att``): a stack is its own.
         self._packed = self
         self.n_hidden = last.hidden_size
         self._no_att = np.zeros((0, 0), self.compute_dtype)
+        #: What a plan (``_plan.Plan``) asks of its runner: the layers' packed weights, where each
+        #: layer's states start in a row of the stack's, and each thread's plans by call shape.
+        self.packs = tuple(op._packed for op in layers)
+        self.offsets = tuple(self._offsets)
+        self.plans = threading.local()
+        self.direct = False
 
     @property
     def num_layers(self) -> int:
@@ -193,86 +188,45 @@ class GRUStack:
         S steps, as ``Packed.run`` takes them (att unused, strides the canonical ones): X in any T1
         layout (converted here), h0 and ho (N, state_size) or a pool's states with ``state_rows``, y
         the last layer's Y; ``keep``: a row of length 0 keeps its state (streams, pools); ``path``
-        forces one of ``_paths.PATHS`` on every layer, or "wave" (``_wavefront``). Returns the path each layer ran."""
+        forces one of ``_paths.PATHS`` on every layer, or "wave" (the layers as a wavefront with the
+        partner thread). Returns the path each layer ran."""
         X, h0, lengths, state_rows, _, y, ho = arrays
         ct = self.compute_dtype
         if not (X.dtype is ct and X.flags.carray):
             X = _scratch.converted("X", X, ct)
         if not (h0.dtype is ct and h0.flags.carray):
             h0 = _scratch.converted("h0", h0, ct)
-        if h0.ndim != 2:  # a pool's states (capacity, 1, state_size)
-            h0, ho = h0.reshape(h0.shape[0], self.state_size), ho.reshape(ho.shape[0], self.state_size)
-        layout = self._layout(n, s, int(keep))
-        lengths = layout.full if lengths is None else _scratch.lengths(lengths, n, s)
-        arrays = (X, h0, lengths, state_rows, y, ho)
-        if path == "wave":
-            if layout.cut is None:
-                raise ValueError(
-                    "GRUStack.run: this call cannot run as a wavefront (one row, steps > 1, forward layers)"
-                )
-            return ("wave" if self._wavefront(layout, arrays, True) else "serial",) * len(self.layers)
-        if path is None and layout.wave is not None and requested() > 1:
-            return self._raced(layout, arrays)
-        return self._on_paths(layout, arrays, path)
+        if path == "wave" and self.wave_bytes(n, s) is None:
+            raise ValueError("GRUStack.run: this call cannot run as a wavefront (one row, steps > 1, forward layers)")
+        return run_planned(self, (X, h0, lengths, state_rows, None, y, ho), n, s, None, int(keep), path)
 
-    def _raced(self, layout, arrays):
-        """A call that can run as a wavefront: as one, or on its layers' own paths, as ``layout.race``
-        says, which is told how long the call took, unless the way found no second thread (a
-        partner asleep after a pause, say) and the call ran on one: the time of neither way."""
-        wave = layout.race.wave()
-        start = time.perf_counter_ns()
-        took = self._wavefront(layout, arrays, False) if wave else None
-        if took is None:
-            ran = self._on_paths(layout, arrays, None)
-            if wave or ran != layout.paths:
-                return ran
-        else:
-            ran = ("wave" if took else "serial",) * len(self.layers)
-        layout.race.record(wave, time.perf_counter_ns() - start)
-        return ran
+    # ------------------------------------------------------------------ what a plan asks of its runner
 
-    def _on_paths(self, layout, arrays, path):
-        """The layers on their own paths (``layout.paths``), or all on ``path``."""
-        X, h0, lengths, state_rows, y, ho = arrays
-        if path is None and (layout.serial or requested() == 1):  # every layer on this thread: the short way
-            run_stack(X, h0, lengths, state_rows, y, ho, layout.serial_jobs)
-            return ("serial",) * len(self.layers)
-        paths = layout.paths if path is None else (path,) * len(self.layers)
-        forced = path is not None
-        if "parallel" in paths or "split" in paths:
-            _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
-            with lease(requested()) as granted:
-                ways, jobs = layout.ways(paths, granted, None, forced)
-                run_stack(X, h0, lengths, state_rows, y, ho, jobs)
-        elif "pair" in paths:
-            with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS, forced) as mailbox:
-                ways, jobs = layout.ways(paths, 1, mailbox, forced)  # 1: no layer here runs Numba's threads
-                run_stack(X, h0, lengths, state_rows, y, ho, jobs)
-        else:
-            ways, jobs = layout.ways(paths, 1, None, forced)
-            run_stack(X, h0, lengths, state_rows, y, ho, jobs)
-        return tuple(way[0] for way in ways)
+    def layer_calls(self, n, s, strides, keep):
+        """Each layer's call descriptor as a function of ``hoist`` (``_plan.Plan``): a layer before the
+        last writes its Y with strides that make it the (N, S, D·H) X of the next, and each reads and
+        writes its part of the stack's states."""
+        widths = [op.spec.num_directions * op.hidden_size for op in self.layers]
+        calls = []
+        for k, packed in enumerate(self.packs):
+            layout = canonical_strides(packed.n_dirs, s, packed.n_inputs, packed.n_hidden)
+            layout.update(s_row=self.state_size, s_dir=packed.n_hidden)
+            if k > 0:
+                layout.update(x_row=s * widths[k - 1], x_step=widths[k - 1])
+            if k < len(self.packs) - 1:
+                layout.update(y_row=s * widths[k], y_dir=packed.n_hidden, y_step=widths[k])
+            calls.append(functools.partial(packed.call, n, s, strides=tuple(layout.items()), keep=keep))
+        return calls
 
-    def _wavefront(self, layout, arrays, forced):
-        """The layers as a wavefront with the partner thread (``_kernels/stack.py``), when the call can
-        have it and a second thread; ``forced``: with this thread's own mailbox otherwise, which
-        nobody serves (this thread then runs every layer). Returns None if it did not run, else
-        whether the partner took its layers."""
-        with with_partner(layout.flops >= _tuning.PAIR_WAKE_FLOPS, forced) as mailbox:
-            if mailbox is None:
-                return None
-            jobs, progress = layout.wave_jobs(mailbox)
-            return bool(run_stack_pair(*arrays, jobs, layout.cut, progress, mailbox, jobs_worker()))
-
-    def _layout(self, n, s, keep):
-        layouts = self._layouts.__dict__
-        key = n, s, keep, _tuning.GENERATION
-        layout = layouts.get(key)
-        if layout is None:
-            if len(layouts) >= 16:
-                layouts.clear()
-            layout = layouts[key] = _Layout(self, n, s, keep)
-        return layout
+    def wave_bytes(self, n, s):
+        """(cut, bytes) of a wavefront of a call of N rows and S steps (``_paths.wave_cut``), or None
+        when the call cannot run as one (not one row of more than one step, a layer not forward,
+        float16 or bfloat16)."""
+        if n != 1 or s < 2 or len(self.layers) < 2 or not self._native:
+            return None
+        if any(op.spec.direction != "forward" for op in self.layers):
+            return None
+        return _paths.wave_cut([packed.weights.nbytes for packed in self.packs])
 
 
 def _fits(seen, dtype, X, h0, lengths, out):
@@ -298,220 +252,6 @@ def _fits(seen, dtype, X, h0, lengths, out):
         )
     except AttributeError:  # not an array: the checks say what it is
         return False
-
-
-def _effective(paths, granted, mailbox, forced):
-    """(path, threads, mailbox) of each layer when the call got ``granted`` threads and the partner's
-    ``mailbox`` (None: no partner), as ``_paths.run`` decides for one op: threads for the parallel
-    driver's blocks, the mailbox for the pair driver's, else 0 and None."""
-    result = []
-    for path in paths:
-        if path in ("parallel", "split") and granted == 1 and not forced:
-            path = "serial"
-        elif path == "pair" and mailbox is None:
-            path = "serial"
-        result.append((path, granted if path == "parallel" else 0, mailbox if path == "pair" else None))
-    return tuple(result)
-
-
-class _Layout:
-    """A stack's plumbing for calls of N rows and S steps: each layer's strides and path, the
-    buffers between layers, and the jobs of each way the layers can run (``ways``)."""
-
-    def __init__(self, stack, n, s, keep):
-        self.stack, self.n, self.s, self.keep = stack, n, s, keep
-        layers, ct = stack.layers, stack.compute_dtype
-        widths = [op.spec.num_directions * op.hidden_size for op in layers]
-        between = max(widths[:-1], default=0) * n * s
-        #: The two buffers the layers' Y and X alternate between.
-        self.buffers = [aligned(between, ct), aligned(between, ct)] if len(layers) > 1 else []
-        self.strides, self.paths, self.flops = [], [], 0
-        for k, op in enumerate(layers):
-            packed = op._packed
-            d, h = packed.n_dirs, packed.n_hidden
-            strides = canonical_strides(d, s, packed.n_inputs, h)
-            strides.update(s_row=stack.state_size, s_dir=h)
-            if k > 0:
-                strides.update(x_row=s * widths[k - 1], x_step=widths[k - 1])
-            if k < len(layers) - 1:
-                strides.update(y_row=s * widths[k], y_dir=h, y_step=widths[k])
-            self.strides.append(tuple(strides.items()))
-            flops = packed.flops(n, s)
-            self.paths.append(choose(n, s, d, h, flops))
-            self.flops = max(self.flops, flops)
-        self.paths = tuple(self.paths)
-        self._ways = {}
-        #: sequence_lengths of every step of every row.
-        self.full = np.full(n, s, dtype=_I64)
-        #: Whether every layer runs on the calling thread whatever the call gets.
-        self.serial = set(self.paths) == {"serial"}
-        #: The first of the partner's layers in a wavefront (None: this call shape cannot run as
-        #: one), and whether fastgru may take it (each part within one core's L2) or not (None).
-        self.cut, part = _wave_cut(stack, n, s)
-        self.wave = self.cut if part <= _tuning.WAVE_MAX_BYTES else None
-        #: Which of the two, the wavefront or the layers' paths, a call that may take the wavefront takes.
-        self.race = _Race()
-
-    @functools.cached_property
-    def serial_jobs(self):
-        """The jobs of every layer on the calling thread (made when a call first needs them: their
-        scratch may be large for a batch that never runs on one thread)."""
-        return self.ways(("serial",) * len(self.stack.layers), 1, None, False)[1]
-
-    def ways(self, paths, granted, mailbox, forced):
-        """(``_effective``'s ways, their jobs (L, JOB_SIZE)) of a call that got ``granted`` threads and
-        ``mailbox``: made once each, the jobs kept with every array they point to."""
-        key = paths, granted, None if mailbox is None else id(mailbox), forced
-        found = self._ways.get(key)
-        if found is None:
-            ways = _effective(paths, granted, mailbox, forced)
-            jobs, kept = self._make(ways)
-            found = self._ways[key] = ways, jobs, kept
-        return found[:2]
-
-    def wave_jobs(self, mailbox):
-        """(jobs, progress) of the wavefront with ``mailbox``: made once each (``_make``)."""
-        key = "wave", id(mailbox)
-        found = self._ways.get(key)
-        if found is None:
-            jobs, kept = self._make((("serial", 0, None),) * len(self.stack.layers), self.cut)
-            found = self._ways[key] = jobs, kept[-1], kept
-        return found[:2]
-
-    def _make(self, ways, wave=None):
-        """(jobs, every array they point to) of ``ways``; with ``wave`` (every way serial), the jobs of
-        a wavefront cut before layer ``wave``: each part with scratch of its own, layer wave - 1
-        posting its steps to a counter (the last array kept) and layer ``wave`` waiting for them."""
-        stack, n, s = self.stack, self.n, self.s
-        ct = stack.compute_dtype
-        plans = []
-        for op, strides, (path, granted, _) in zip(stack.layers, self.strides, ways):
-            packed = op._packed
-            if path == "serial":
-                rows, tasks = n, 1
-            elif path == "parallel":
-                blocks = min(n, -(-granted // packed.n_dirs))
-                rows, tasks = -(-n // blocks), packed.n_dirs * blocks
-            else:
-                rows, tasks = 0, 2
-            plans.append(_plan(packed, n, s, strides, self.keep, rows, tasks) + (tasks // packed.n_dirs,))
-        last = len(stack.layers) - 1
-        if wave is None:
-            scratch = [_scratch.work(max(p[1] for p in plans), max(p[2] for p in plans), ct)] * (last + 1)
-        else:  # the parts run at once: scratch of their own
-            scratch = []
-            for part in (plans[:wave], plans[wave:]):
-                floats, ints = max(p[1] for p in part), max(p[2] for p in part)
-                scratch += [(aligned(floats, ct), aligned(ints, _I64))] * len(part)
-            progress = aligned(LINE_BYTES // 8, _I64, zero=True)  # a line of its own
-            plans = [list(p) for p in plans]
-            for k, field in ((wave - 1, "post"), (wave, "wait")):
-                plans[k][0] = call = plans[k][0].copy()  # the op's descriptor is shared: a copy
-                call[CALL[field]] = progress.ctypes.data
-        jobs = np.zeros((len(stack.layers), JOB_SIZE), dtype=_I64)
-        kept = []  # every array the jobs point to, alive as long as they are
-        for k, (op, (path, _, mailbox), (call, _, _, blocks)) in enumerate(zip(stack.layers, ways, plans)):
-            packed = op._packed
-            job = jobs[k]
-            work, iwork = scratch[k]
-            fixed = {"weights": packed.weights, "call": call, "work": work, "iwork": iwork, "att": packed._no_att}
-            if k > 0:
-                fixed["X"] = self.buffers[(k - 1) % 2]
-            if k < last:
-                fixed["y"] = self.buffers[k % 2]
-            for name, array in fixed.items():
-                job[JOB[name]], job[JOB[name] + 1] = array.ctypes.data, array.size
-            kept += list(fixed.values())
-            job[JOB["steps"]] = s
-            job.view(np.float64)[JOB["clip"]] = packed.clip
-            job[JOB["callback"]] = job_callback(path, packed.weights)
-            job[JOB["blocks"]] = blocks if path == "parallel" else 0  # 0: run_serial's whole call
-            job[JOB["tasks"]] = packed.tasks(path)
-            if mailbox is not None:
-                job[JOB["mailbox"]] = mailbox.ctypes.data
-                job[JOB["worker"]] = jobs_worker()
-                kept.append(mailbox)
-            job[JOB["state_offset"]] = stack._offsets[k]
-        if wave is not None:
-            kept.append(progress)
-        return jobs, kept
-
-
-class _Race:
-    """Whether a call that may run as a wavefront (``_Layout.wave``) runs as one or on its layers' own
-    paths, for the calls of one shape on one thread. They run the current way, the wavefront at
-    first; the other way has a **trial** of ``TRIAL`` calls in a row after ``_tuning.WAVE_RETRY``
-    calls of the current one, after twice as many each time it loses (up to ``WAVE_RETRY_MAX``),
-    and at once when the current way's time grows past ``COLLAPSE`` times the other's. A trial wins,
-    and its way becomes the current one, when the median of its times beats the current way's by
-    ``MARGIN``. A way's time is the median of its last ``TRIAL`` calls: one slow call does not move
-    it, and a trial's first call, which finds the weights in the other way's caches, does not
-    decide it. The first call of each way makes its jobs: its time is left out.
-
-    The partner thread shares the second core with whatever else the process runs (another
-    runtime's spinning workers, say), and a wavefront, which cannot take back the layers it gave
-    the partner, is the way that loses most when that core is busy ("Tuning: a layer
-    wavefront"). ``WAVE_RETRY = 0``: always the wavefront."""
-
-    TRIAL, COLLAPSE, MARGIN = 3, 1.25, 0.97
-
-    def __init__(self):
-        self.current = True
-        self.runs = {True: 0, False: 0}
-        self.times = {True: [], False: []}  # ns of each way's last TRIAL calls
-        self.every, self.left = _tuning.WAVE_RETRY, self.TRIAL  # the first trial soon
-        self.trial = 0  # calls of the other way's trial still to run
-
-    def time(self, wave):
-        """The median of the way's last times, or None."""
-        times = sorted(self.times[wave])
-        return times[(len(times) - 1) // 2] if times else None
-
-    def wave(self):
-        """Whether this call runs as a wavefront."""
-        if not _tuning.WAVE_RETRY:
-            return True
-        return self.current != (self.trial > 0)
-
-    def record(self, wave, ns):
-        """A call's time: ``wave``, whether it ran as a wavefront."""
-        self.runs[wave] += 1
-        if self.runs[wave] > 1:
-            self.times[wave] = [*self.times[wave][1 - self.TRIAL :], ns]
-        if self.trial:
-            self.trial -= 1
-            if not self.trial:
-                self._judge()
-            return
-        self.left -= 1
-        ours, theirs = self.time(self.current), self.time(not self.current)
-        if self.left <= 0 or (ours is not None and theirs is not None and ours > self.COLLAPSE * theirs):
-            self.trial = self.TRIAL
-
-    def _judge(self):
-        ours, theirs = self.time(self.current), self.time(not self.current)
-        if theirs is not None and (ours is None or theirs < self.MARGIN * ours):
-            self.current, self.every = not self.current, _tuning.WAVE_RETRY
-        else:
-            self.every = min(2 * self.every, _tuning.WAVE_RETRY_MAX)
-        self.left = self.every
-
-
-def _wave_cut(stack, n, s):
-    """(cut, bytes) of a wavefront of a call of N rows and S steps: where it cuts the layers (the first
-    layer of the partner's part, chosen to balance the parts' packed weights) and the larger part's
-    packed weights, which fastgru compares with one core's L2 (``_tuning.WAVE_MAX_BYTES``: beyond
-    it, the split of each row, whose halves fit, is faster); (None, 0) when the call cannot run as
-    one (not one row of more than one step, a layer not forward, float16 or bfloat16)."""
-    layers = stack.layers
-    if n != 1 or s < 2 or len(layers) < 2 or not stack._native:
-        return None, 0
-    if any(op.spec.direction != "forward" for op in layers):
-        return None, 0
-    sizes = [op._packed.weights.nbytes for op in layers]
-    parts = {cut: max(sum(sizes[:cut]), sum(sizes[cut:])) for cut in range(1, len(layers))}
-    cut = min(parts, key=parts.get)
-    return cut, parts[cut]
 
 
 class StackStream:

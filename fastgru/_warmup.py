@@ -8,8 +8,9 @@ import numpy as np
 from . import _partner
 from ._api import gru_cell
 from ._dispatch import NO_ROWS, Unpacked, compute_dtype
-from ._kernels.planned import job_callback
+from ._kernels.drivers import callback
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
+from ._plan import run_planned
 from ._stack import GRUStack
 from ._validate import FastGRUError
 
@@ -100,7 +101,7 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
         if "pair" in paths and _partner.PARTNER.enabled:  # a one-row plan's job for the pair driver
             if kind not in tiny:
                 tiny[kind] = _tiny(*kind)
-            job_callback("pair", tiny[kind][0].weights)
+            callback("pair", tiny[kind][0].weights)
 
     def stacks(kind):
         stack, arrays = _tiny_stack(*kind)
@@ -113,16 +114,13 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
 
     def function_calls(ct):  # a call of one row and one step from the caller's weights (run_direct)
         W, R, B = np.zeros((6, 3), ct), np.zeros((6, 2), ct), np.zeros(6, ct)
-        gru_cell(np.zeros((1, 3), ct), np.zeros((1, 2), ct), W, R, B)
+        x, h = np.zeros((1, 3), ct), np.zeros((1, 2), ct)
+        for _ in range(2):  # the first call, then its plan's
+            gru_cell(x, h, W, R, B)
         if "pair" in paths and _partner.PARTNER.enabled:  # one shared with the partner (run_direct_pair)
-            kind = ct, None
-            if kind not in tiny:
-                tiny[kind] = _tiny(*kind)
-            unpacked = Unpacked(tiny[kind][0].spec).with_weights(W[None], R[None], B[None])
-            X, h0, att, y, ho = (
-                np.zeros(shape, ct) for shape in ((1, 1, 3), (1, 1, 2), (1, 1), (1, 1, 1, 2), (1, 1, 2))
-            )
-            unpacked.run(1, 1, (X, h0, np.ones(1, np.int64), NO_ROWS, att, y, ho), path="pair")
+            template = Unpacked(GRUCell(W, R, B).spec)
+            arrays = (x, h, np.ones(1, np.int64), template._no_att, np.empty_like(h), np.empty_like(h), W, R, B)
+            run_planned(template, arrays, 1, 1, path="pair")
 
     found = [(label(kind, path), functools.partial(run, kind, path)) for kind in kinds for path in paths]
     found += [(label(kind, "plans"), functools.partial(plans, kind)) for kind in kinds]

@@ -221,51 +221,40 @@ def make_case(
 
 # ------------------------------------------------------------------------------------ kernel paths
 
-#: The kernels a call can run (fastgru/_paths.py calls them by these names).
-KERNELS = ("run_serial", "run_parallel", "run_split", "run_pair", "run_direct", "run_direct_pair")
+
+
+#: The kernel each path of a layer names (``_paths.run``'s answer) runs.
+KERNEL_OF = {
+    "serial": "run_serial",
+    "parallel": "run_parallel",
+    "split": "run_split",
+    "pair": "run_pair",
+    "direct": "run_direct",
+    "direct_pair": "run_direct_pair",
+}
 
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The kernels that the test's calls ran, in order, by name, the planned calls' too (their job's
-    driver: run_serial or run_pair) and the function API's run_direct or run_direct_pair; "run_pair"
-    is "run_pair+" when the partner thread took the job (else the calling thread ran both halves),
-    and so is "run_direct_pair". Safe from any thread."""
-    from fastgru import _paths, _plan
+    """The kernels that the test's calls ran, in order, by name, one per layer of each kernel call
+    (every call reaches the kernels through ``_paths._enter``): "run_serial", "run_parallel",
+    "run_split", "run_pair", or the function API's "run_direct" or "run_direct_pair"; "run_pair" is
+    "run_pair+" when the partner thread took the job (else the calling thread ran both halves), and
+    so is "run_direct_pair". Safe from any thread."""
+    from fastgru import _paths
 
     names = []
+    enter = _paths._enter
 
-    def wrap(kernel, name):
-        def wrapped(*args):
-            result = kernel(*args)
-            names.append(name + "+" if name in ("run_pair", "run_direct_pair") and result == 1 else name)
-            return result
+    def seen(entry, arrays, way):
+        answer = enter(entry, arrays, way)
+        if answer >= 0:
+            taken = "+" if answer == 1 else ""
+            names.extend(KERNEL_OF[p] + (taken if p in ("pair", "direct_pair") else "") for p in way.paths)
+        return answer
 
-        return wrapped
-
-    for name in KERNELS:
-        monkeypatch.setattr(_paths, name, wrap(getattr(_paths, name), name))
-    monkeypatch.setattr(_plan, "planned", planned_and_seen(_plan.planned, names.append))
+    monkeypatch.setattr(_paths, "_enter", seen)
     return names
-
-
-def planned_and_seen(planned, see):
-    """``_plan.planned`` whose kernels tell ``see`` the driver each planned call ran: "run_serial",
-    "run_pair", or "run_pair+" when the partner took the job (a plan made afterwards uses it)."""
-    from fastgru._kernels.jobs import JOB
-
-    def planned_seen(signature):
-        run = planned(signature)
-
-        def seen(*args):
-            answer = run(*args)
-            if answer >= 0:
-                see("run_serial" if args[-1][JOB["mailbox"]] == 0 else "run_pair+" if answer == 1 else "run_pair")
-            return answer
-
-        return seen
-
-    return planned_seen
 
 
 def reach(monkeypatch, path, hoist=True):

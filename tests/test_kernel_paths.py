@@ -151,11 +151,10 @@ _THREAD_COUNTS = textwrap.dedent("""
     import numba, numpy as np, fastgru
     from fastgru import _paths, _partner, _tuning
     ran = []
-    for name in ("run_serial", "run_parallel", "run_split", "run_pair"):
-        def wrapped(*args, _k=getattr(_paths, name), _n=name):
-            ran.append(_n)
-            return _k(*args)
-        setattr(_paths, name, wrapped)
+    def entered(entry, arrays, way, _enter=_paths._enter):
+        ran.extend("run_" + path for path in way.paths)
+        return _enter(entry, arrays, way)
+    _paths._enter = entered
     _tuning.SERIAL_BELOW_FLOPS = 0
     _tuning.SPLIT_FROM_HIDDEN = _tuning.SPLIT_FROM_STEPS = 1
     _partner.PARTNER.enabled = False  # single rows: the Numba split, which uses the thread count

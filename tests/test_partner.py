@@ -11,11 +11,10 @@ import time
 import numba
 import numpy as np
 import pytest
-from conftest import planned_and_seen
 from partner_control import HANG_SECONDS, partner_on_a_clock, spinning_partner, until
 
 import fastgru
-from fastgru import _partner, _paths, _plan, _tuning
+from fastgru import _partner, _paths, _tuning
 from fastgru._kernels import pair
 
 pytestmark = [
@@ -37,22 +36,18 @@ def _cell(h=256, lbr=False, seed=0):
 
 
 def _taken(monkeypatch):
-    """Record run_pair's answers, by the full path or a plan (1 when the partner took the job; a call
-    the partner does not join runs run_serial instead, unrecorded)."""
+    """Record the pair driver's answers, by the full path or a plan (1 when the partner took the job; a
+    call the partner does not join runs run_serial instead, unrecorded)."""
     answers = []
+    enter = _paths._enter
 
-    def run_pair(*args):
-        answer = _run_pair(*args)
-        answers.append(answer)
+    def seen(entry, arrays, way):
+        answer = enter(entry, arrays, way)
+        if answer >= 0 and "pair" in way.paths:
+            answers.append(answer)
         return answer
 
-    def seen(name):
-        if name.startswith("run_pair"):
-            answers.append(int(name == "run_pair+"))
-
-    _run_pair = _paths.run_pair
-    monkeypatch.setattr(_paths, "run_pair", run_pair)
-    monkeypatch.setattr(_plan, "planned", planned_and_seen(_plan.planned, seen))
+    monkeypatch.setattr(_paths, "_enter", seen)
     return answers
 
 

@@ -167,11 +167,9 @@ def test_a_wavefront_nobody_serves_runs_every_layer_on_the_calling_thread(monkey
 
 
 def test_the_wavefront_cut_and_when_there_is_none():
-    from fastgru import _stack
-
     def cut(stack, n, s, limit=float("inf")):
-        found, part = _stack._wave_cut(stack, n, s)
-        return found if part <= limit else None
+        found = stack.wave_bytes(n, s)  # (cut, the larger part's bytes), or None
+        return None if found is None or found[1] > limit else found[0]
 
     rng = np.random.default_rng(14)
     small, large = _layer(rng, 8, 8), _layer(rng, 8, 64)
@@ -198,15 +196,15 @@ def test_the_wavefront_cut_and_when_there_is_none():
 
 
 def test_the_race_takes_the_faster_way_and_tries_the_other_again_less_often(monkeypatch):
-    """_stack._Race on given times (ns): the wavefront first; a trial of three calls of the other way
+    """_paths.Race on given times (ns): the wavefront first; a trial of three calls of the other way
     after WAVE_RETRY calls, twice as many after each lost trial (up to WAVE_RETRY_MAX), and at once
     when the current way's time grows past 1.25 times the other's; a trial's way taken when the
     median of its times is the lower by 3 %."""
-    from fastgru import _stack, _tuning
+    from fastgru import _paths, _tuning
 
     monkeypatch.setattr(_tuning, "WAVE_RETRY", 8)
     monkeypatch.setattr(_tuning, "WAVE_RETRY_MAX", 32)
-    race, times, ran = _stack._Race(), {True: 100, False: 300}, []
+    race, times, ran = _paths.Race(), {True: 100, False: 300}, []
 
     def calls(count):
         ran.clear()
@@ -250,10 +248,10 @@ def _raced_stack(monkeypatch, seed):
 def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
     if not _partner.PARTNER.enabled:
         pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
-    from fastgru import _stack
+    from fastgru import _paths
 
     stack, arrays, expected = _raced_stack(monkeypatch, 16)
-    wavefront = _stack.GRUStack._wavefront
+    wavefront = _paths._wavefront
 
     tried = []
     # The race's clock (time.perf_counter_ns) is the test's: a call takes 1 µs, the wavefront 5 ms
@@ -264,13 +262,13 @@ def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
         now[0] += 1000
         return now[0]
 
-    def slow(self, *args):  # a wavefront whose partner lost its core for 5 ms
+    def slow(*args):  # a wavefront whose partner lost its core for 5 ms
         tried.append(len(ran))
         now[0] += 5_000_000
-        return wavefront(self, *args)
+        return wavefront(*args)
 
     monkeypatch.setattr(time, "perf_counter_ns", clock)
-    monkeypatch.setattr(_stack.GRUStack, "_wavefront", slow)
+    monkeypatch.setattr(_paths, "_wavefront", slow)
     ran = []
     with fastgru.threads(2):
         for _ in range(40):
@@ -286,9 +284,11 @@ def test_the_race_leaves_out_calls_that_found_no_second_thread(monkeypatch):
     layers' pair paths run on one thread; neither is either way's time."""
     import contextlib
 
+    from fastgru import _plan
+
     stack, arrays, expected = _raced_stack(monkeypatch, 17)
     monkeypatch.setattr(_partner.PARTNER, "lease", lambda wake: contextlib.nullcontext(False))
-    race = stack._layout(1, 20, 0).race
+    race = stack.plans.__dict__.setdefault((1, 20, None, 0, None), _plan.Plan(stack, arrays, 1, 20)).race
     with fastgru.threads(2):
         for current in (True, False):  # the wavefront, then the paths, the current way
             race.current = current

@@ -1,15 +1,11 @@
 """C callbacks: kernels compiled as functions of their own, ``int64(int64* job)``, that other compiled
 code calls through their address (``call_job``), with the job (an int64 array of addresses and
-sizes) saying on what.
+sizes, ``jobs.py``) saying on what.
 
-A driver compiled into each of its callers would be compiled again for each: the partner thread's
-loop (``pair.serve``), ``run_planned`` and ``stack.run_stack`` instead call the driver's callback,
-compiled once per process (or loaded from the cache) when a call first needs it, for the one
-element type of weights it serves: float32, float64, or float32 computed from bfloat16 (uint16)
-or int8 weights.
-
-Numba's cache keys on a function's name and place, so each callback is a module-level function
-of its own (functions made in a loop would share one entry); ``Callbacks`` maps keys to them.
+A driver compiled into each of its callers would be compiled again for each: the entry
+(``entry.py``), the drivers that share their work and the partner thread's loop (``pair.serve``)
+instead call the driver's callback (``drivers.py``), compiled once per process (or loaded from the
+cache) when a call first needs it. ``Callbacks`` maps keys to such functions.
 """
 
 import ctypes
@@ -25,23 +21,23 @@ from .._threading import start_pool
 SIGNATURE = types.int64(types.CPointer(types.int64))
 
 #: An empty array of each element type the kernels' arrays can have: the compute dtypes and the
-#: weights' (constants in the compiled code).
+#: weights' (constants in the compiled code): float32, float64, bfloat16 bits, int8.
 F32, F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 BF16, I8 = np.zeros(0, np.uint16), np.zeros(0, np.int8)
 
 
-def weights_key(weights):
-    """The key of a weights array's element type: 'f' (float32), 'd' (float64), 'H' (bfloat16 bits), 'b' (int8)."""
-    return weights.dtype.char
-
-
 class Callbacks:
-    """Callbacks by key (module-level functions of one job format), compiled on first use."""
+    """Callbacks by key (functions of one job format, each of its own qualified name: Numba's cache
+    keys on it), compiled on first use."""
 
     def __init__(self, functions, threads=()):
         self._functions = functions
         self._threads = threads  # keys whose code links to the threading layer's symbols
         self._compiled = {}
+
+    def compiled(self):
+        """The keys of the callbacks compiled (or loaded from the cache) in this process."""
+        return set(self._compiled)
 
     def address(self, key):
         """The address of ``key``'s callback, compiled (or loaded from the cache) once per process."""

@@ -27,8 +27,8 @@ import numpy as np
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS
-from .atomics import address_of, atomic_add
-from .jobs import JOB, JOB_SIZE, write_job
+from .atomics import atomic_add
+from .jobs import JOB, JOB_SIZE, direct_weights, job_arrays, task_jobs
 from .layout import _lines, pack_panel, panels, read_call, split_scratch
 from .memory import load, store
 from .microkernel import tile_fma
@@ -44,7 +44,7 @@ K_ROWS = 64
 #: buffers (the first worker's, the second's), the end.
 DirectScratch = namedtuple("DirectScratch", "x state xg c c2 m panel end")
 
-_TASK, _CALLBACK, _R, _B = JOB["task"], JOB["callback"], JOB["R"], JOB["B"]
+_TASK = JOB["task"]
 
 
 @kernel()
@@ -80,9 +80,13 @@ def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
-    """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread."""
+def run_direct(job, like, weights_like):
+    """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread: ``job``'s
+    arrays of ``like``'s dtype, the caller's W, R and B of ``weights_like``'s (the same) in it
+    (``jobs.direct_weights``)."""
+    X, h0, lengths, _, att, y, ho, _, call, clip, work, _ = job_arrays(job, like, weights_like)
     c = read_call(call)
+    W, R, B = direct_weights(job, weights_like, c.n_dirs, c.n_inputs, c.n_hidden)
     n_hidden, n_inputs = c.n_hidden, c.n_inputs
     p = panels(n_hidden, y.itemsize)
     nr, first = p.nr, p.p2 * p.nr
@@ -116,6 +120,7 @@ def run_direct(X, h0, lengths, att, y, ho, W, R, B, call, clip, work):
             score = load(att, 0) if att.size > 0 else w.dtype.type(0)
             update_state(w, o.c, hg, o.state, o.state, score, att.size > 0, y, yo, 0, n_hidden)
         finish_row(w, o.state, length == 0 and not c.keep, y, yo, c.y_step, length, 1, ho, so, 0, n_hidden)
+    return 0
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
@@ -155,10 +160,13 @@ def _direct_half(c, W, R, B, clip_at, att, y, phase, half, w, o, buf):
 
 
 @kernel(exact=True)  # finish_row is inlined here
-def direct_part(lengths, att, y, ho, W, R, B, call, clip_at, work, iwork, worker):
-    """Worker ``worker`` (0 or 1) of a shared direct call, after ``direct_jobs``: the halves it
+def direct_part(job, like, weights_like):
+    """Worker JOB["task"] (0 or 1) of a shared direct call, after ``direct_tasks``: the halves it
     claims, then its own units of the outputs."""
+    _, _, lengths, _, att, y, ho, _, call, clip, work, iwork = job_arrays(job, like, weights_like)
     c = read_call(call)
+    W, R, B = direct_weights(job, weights_like, np.int64(1), c.n_inputs, c.n_hidden)
+    worker, clip_at = job[_TASK], y.dtype.type(clip)
     n_hidden = c.n_hidden
     p = panels(n_hidden, work.itemsize)
     o = direct_scratch(c.n_inputs, n_hidden, work.itemsize)
@@ -174,28 +182,22 @@ def direct_part(lengths, att, y, ho, W, R, B, call, clip_at, work, iwork, worker
         wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)
     finish_row(work, o.state, length == 0 and not c.keep, y, 0, c.y_step, length, 1, ho, 0, u0, u1)
+    return 0
 
 
 @kernel()
-def direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts):
+def direct_tasks(job, like, weights_like):
     """A shared direct call's set-up (the row of X, the state, no half claimed, no worker present),
-    then its two workers' jobs, written to the head of ``iwork`` and returned (an int64 array (2,
-    JOB_SIZE)), each run by the callback at ``parts`` (``planned.job_callback`` of 'direct_part').
-    W goes in the jobs' weights, R and B in their own places."""
+    then its two workers' jobs (``jobs.task_jobs``), at the head of the job's ``iwork``: an int64
+    array (2, JOB_SIZE)."""
+    X, h0, _, _, _, _, _, _, call, _, work, iwork = job_arrays(job, like, weights_like)
     c = read_call(call)
     o = direct_scratch(c.n_inputs, c.n_hidden, work.itemsize)
-    scratch = iwork[2 * JOB_SIZE :]
     _, io = split_scratch(np.int64(1), c.n_inputs, c.n_hidden, work.itemsize, np.int64(CHUNK_ROWS))
     for j in range(c.n_hidden):
         store(work, o.state + j, load(h0, j))
     for k in range(c.n_inputs):
         store(work, o.x + k, load(X, k))
     for k in range(io.end):
-        store(scratch, k, 0)
-    jobs = iwork[: 2 * JOB_SIZE].reshape((2, JOB_SIZE))
-    for worker in range(2):
-        job = jobs[worker]
-        write_job(job, X, h0, lengths, lengths[:0], att, y, ho, W, call, clip, work, scratch)
-        job[_R], job[_R + 1], job[_B], job[_B + 1] = address_of(R), R.size, address_of(B), B.size
-        job[_TASK], job[_CALLBACK] = worker, parts
-    return jobs
+        store(iwork, 2 * JOB_SIZE + k, 0)
+    return task_jobs(job, iwork, np.int64(2))

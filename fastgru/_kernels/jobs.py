@@ -1,24 +1,27 @@
-"""A **job**: a kernel's arguments as one int64 array of addresses and sizes, so that compiled code
-can hand them to a C callback (``callbacks.py``), which takes nothing else: the plans' kernel
-(``planned.run_planned``), a stack's layers (``stack.py``) and the parallel driver's tasks
-(``rows.run_parallel``) run their drivers this way. The layout:
+"""A **job**: one call of a driver, as one int64 array of addresses, sizes and numbers. Every driver
+takes a job and nothing else (``callbacks.py`` compiles it as a C callback of one), and reads its
+arrays from it (``job_arrays``). The layout:
 
-    JOB[name]          address and size of each array (``JOB_ARRAYS``),
-    JOB["steps"]       S, the call's steps: a sequence length must lie in [0, S] (plans),
-    JOB["clip"]        the clip, as the bits of a float64,
-    JOB["callback"]    the address of the C callback that runs the job (``planned.job_callback``),
-    JOB["shapes"]      the shapes of X, h0, sequence_lengths, att, y and ho (``SHAPED``), 4 places
-                       each (plans),
-    JOB["blocks"]      the parallel driver's blocks of rows (0: the serial driver's whole call),
-    JOB["mailbox"]     the pair driver's mailbox address,
+    JOB[name]           address and size of each array (``JOB_ARRAYS``; R and B: a direct call's,
+                        whose W is the weights),
+    JOB["steps"]        S, the call's steps: a sequence length must lie in [0, S],
+    JOB["clip"]         the clip, as the bits of a float64,
+    JOB["callback"]     the address of the C callback that runs the job (its driver's),
+    JOB["shapes"]       the shapes the entry's arrays must have (``SHAPED``), 4 places each,
+    JOB["blocks"]       the parallel driver's blocks of rows (0: the serial driver's whole call),
+    JOB["mailbox"]      the mailbox of the partner thread, for the pair drivers and a wavefront,
     JOB["state_offset"] where a stack's layer's state starts in the stack's states (elements),
-    JOB["worker"]      the address of the callback with which the partner runs posted jobs
-                       (``pair.jobs_worker``: the pair driver posts its worker 1),
-    JOB["tasks"]       the address of the callback that runs a task of the driver: a block of the
-                       parallel driver, a worker of a split row (``planned.task_callback``),
-    JOB["task"]        the task a job runs: a block of the parallel driver, a split row's worker,
-    JOB["R"], JOB["B"] a shared direct call's R and B, address and size (its W is the weights:
-                       ``direct.direct_jobs``).
+    JOB["worker"]       the address of the callback with which the partner runs posted jobs
+                        (``pair.jobs_worker``),
+    JOB["tasks"]        the address of the callback that runs one task of the driver: a block of
+                        the parallel driver, a worker of a split row or of a shared direct call,
+    JOB["task"]         the task a job runs (``task_jobs``),
+    JOB["cut"]          a wavefront's first layer on the partner thread (0: none), and
+    JOB["progress"]     the address of the counter its layers meet at (the first job of a stack).
+
+Python writes a plan's jobs once (``fastgru._plan``), the entry (``entry.py``) the arrays that change
+from call to call, and a driver that shares its call makes its tasks' jobs as copies of its own
+(``task_jobs``): nothing else writes a job.
 """
 
 import numpy as np
@@ -28,33 +31,27 @@ from .._config import kernel
 from .atomics import address_of, pointer_to
 from .callbacks import call_job
 
-JOB_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths", "X", "h0", "att", "y", "ho")
-SHAPED = ("X", "h0", "lengths", "att", "y", "ho")
+JOB_ARRAYS = ("weights", "call", "work", "iwork", "state_rows", "lengths", "X", "h0", "att", "y", "ho", "R", "B")
+#: The arrays whose shapes the entry compares with the plan's, in the entry's order.
+SHAPED = ("X", "h0", "lengths", "att", "y", "ho", "weights", "R", "B")
 JOB = {name: 2 * i for i, name in enumerate(JOB_ARRAYS)}
-JOB["steps"] = 2 * len(JOB_ARRAYS)
-JOB["clip"] = JOB["steps"] + 1
-JOB["callback"] = JOB["clip"] + 1
-JOB["shapes"] = JOB["callback"] + 1
-JOB["blocks"] = JOB["shapes"] + 4 * len(SHAPED)
-JOB["mailbox"] = JOB["blocks"] + 1
-JOB["state_offset"] = JOB["mailbox"] + 1
-JOB["worker"] = JOB["state_offset"] + 1
-JOB["tasks"] = JOB["worker"] + 1
-JOB["task"] = JOB["tasks"] + 1
-JOB["R"] = JOB["task"] + 1
-JOB["B"] = JOB["R"] + 2
-#: Whole 64-byte lines: the scratch after a driver's jobs (``rows.run_parallel``, ``split.split_jobs``) keeps the
-#: line alignment its atomic counters were laid out for.
-JOB_SIZE = -(-(JOB["B"] + 2) // 8) * 8
-_WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO = (JOB[n] for n in JOB_ARRAYS)
-_CLIP, _CALLBACK = JOB["clip"], JOB["callback"]
+_NEXT = 2 * len(JOB_ARRAYS)
+for _name, _size in (("steps", 1), ("clip", 1), ("callback", 1), ("shapes", 4 * len(SHAPED)), ("blocks", 1),
+                     ("mailbox", 1), ("state_offset", 1), ("worker", 1), ("tasks", 1), ("task", 1), ("cut", 1),
+                     ("progress", 1)):  # fmt: skip
+    JOB[_name], _NEXT = _NEXT, _NEXT + _size
+#: Whole 64-byte lines: the scratch after a driver's task jobs (``task_jobs``) keeps the line
+#: alignment its atomic counters were laid out for.
+JOB_SIZE = -(-_NEXT // 8) * 8
+_WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO, _R, _B = (JOB[n] for n in JOB_ARRAYS)
+_CLIP, _CALLBACK, _TASKS, _TASK, _OFFSET = (JOB[n] for n in ("clip", "callback", "tasks", "task", "state_offset"))
 
 
 @kernel()
 def job_arrays(job, like, weights_like):
-    """The kernels' arguments (``layout.py``) in ``job``, whose float arrays have the dtype of ``like``
-    and weights that of ``weights_like``, with the ranks the kernels are called with (their shapes
-    do not matter: they read by offsets)."""
+    """The arrays of ``job`` (X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work,
+    iwork), whose float arrays have the dtype of ``like`` and weights that of ``weights_like``, with
+    the ranks the drivers read them in (their shapes do not matter: they read by offsets)."""
     return (
         carray(pointer_to(job[_X], like), (1, 1, job[_X + 1])),
         carray(pointer_to(job[_H0], like), (1, 1, job[_H0 + 1])),
@@ -72,21 +69,54 @@ def job_arrays(job, like, weights_like):
 
 
 @kernel()
-def write_job(job, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork):
-    """Write the kernels' arguments into ``job`` (what ``job_arrays`` reads)."""
-    job[_X], job[_X + 1], job[_H0], job[_H0 + 1] = address_of(X), X.size, address_of(h0), h0.size
-    job[_LENGTHS], job[_LENGTHS + 1] = address_of(lengths), lengths.size
-    job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
-    job[_ATT], job[_ATT + 1], job[_Y], job[_Y + 1] = address_of(att), att.size, address_of(y), y.size
-    job[_HO], job[_HO + 1] = address_of(ho), ho.size
-    job[_WEIGHTS], job[_WEIGHTS + 1] = address_of(weights), weights.size
-    job[_CALL], job[_CALL + 1], job[_WORK], job[_WORK + 1] = address_of(call), call.size, address_of(work), work.size
-    job[_IWORK], job[_IWORK + 1] = address_of(iwork), iwork.size
-    job.view(np.float64)[_CLIP] = clip
+def direct_weights(job, like, n_dirs, n_inputs, n_hidden):
+    """A direct call's W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) in ``job``."""
+    W = carray(pointer_to(job[_WEIGHTS], like), (n_dirs, 3 * n_hidden, n_inputs))
+    R = carray(pointer_to(job[_R], like), (n_dirs, 3 * n_hidden, n_hidden))
+    B = carray(pointer_to(job[_B], like), (n_dirs, job[_B + 1] // n_dirs))
+    return W, R, B
+
+
+@kernel()
+def task_jobs(job, iwork, count):
+    """``count`` tasks of the driver of ``job``, whose int64 scratch is ``iwork``: copies of the job at
+    the head of iwork, task k in the k-th, run by the job's tasks callback, with the rest of iwork
+    as their int64 scratch. Returns them, an int64 array (count, JOB_SIZE)."""
+    jobs = iwork[: count * JOB_SIZE].reshape((count, JOB_SIZE))
+    rest = iwork[count * JOB_SIZE :]
+    for k in range(count):
+        for i in range(JOB_SIZE):
+            jobs[k, i] = job[i]
+        jobs[k, _IWORK], jobs[k, _IWORK + 1] = address_of(rest), rest.size
+        jobs[k, _CALLBACK], jobs[k, _TASK] = job[_TASKS], k
+    return jobs
+
+
+@kernel()
+def fill_jobs(jobs, X, h0, state_rows, att, y, ho):
+    """Write a call's arrays into its jobs (L, JOB_SIZE), one per layer of a stack (one for an op): X
+    into the first, y into the last, the states into every one, each layer's from its
+    ``state_offset`` on (h0 and ho may be one array: updated in place), and the state rows and att."""
+    n_layers = jobs.shape[0]
+    itemsize = y.itemsize
+    for k in range(n_layers):
+        job = jobs[k]
+        if k == 0:
+            job[_X], job[_X + 1] = address_of(X), X.size
+        if k == n_layers - 1:
+            job[_Y], job[_Y + 1] = address_of(y), y.size
+        offset = job[_OFFSET]
+        job[_H0], job[_H0 + 1] = address_of(h0) + offset * itemsize, h0.size - offset
+        job[_HO], job[_HO + 1] = address_of(ho) + offset * itemsize, ho.size - offset
+        job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
+        job[_ATT], job[_ATT + 1] = address_of(att), att.size
 
 
 @kernel()
 def run_jobs(jobs, k0, k1):
-    """The jobs k0..k1 of ``jobs`` (rows of JOB_SIZE) in order, each through its callback."""
+    """The jobs k0..k1 of ``jobs`` (rows of JOB_SIZE) in order, each through its callback; returns the
+    largest answer (a pair driver's is 1 when the partner took its part)."""
+    answer = 0
     for k in range(k0, k1):
-        call_job(jobs[k, _CALLBACK], jobs[k])
+        answer = max(answer, call_job(jobs[k, _CALLBACK], jobs[k]))
+    return answer

@@ -26,10 +26,10 @@ from numba import carray
 from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
 from .callbacks import Callbacks, call_job
-from .direct import direct_jobs
-from .jobs import run_jobs
+from .direct import direct_tasks
+from .jobs import JOB, run_jobs
 from .memory import aligned
-from .split import split_jobs
+from .split import split_tasks
 
 STATE, ASLEEP, NAP, POSTING = 0, 8, 9, 16
 IDLE, POSTED, TAKEN, FINISHED, STOP = 0, 1, 2, 3, 4
@@ -37,6 +37,7 @@ IDLE, POSTED, TAKEN, FINISHED, STOP = 0, 1, 2, 3, 4
 #: rows and row length.
 _WORKER, _JOBS = POSTING, POSTING + 1
 SIZE = _JOBS + 3
+_MAILBOX, _JOB_WORKER, _CALLBACK = JOB["mailbox"], JOB["worker"], JOB["callback"]
 
 
 def new_mailbox():
@@ -45,35 +46,32 @@ def new_mailbox():
 
 
 @kernel()
-def run_pair(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, mailbox, worker, parts):
-    """A split row's worker 0 here, its worker 1 posted to the partner through ``mailbox`` (IDLE on
-    entry and on return); ``worker`` the address of ``jobs_worker``, ``parts`` that of the callback
-    that runs a worker's job (``planned.job_callback`` of 'part'), and the jobs at the head of
-    ``iwork`` (``split.split_jobs``).
+def run_pair(job, like, weights_like):
+    """A split row's worker 0 here, its worker 1 posted to the partner through the job's mailbox
+    (IDLE on entry and on return), which runs it through the job's worker callback (``jobs_worker``);
+    the workers' jobs at the head of the job's ``iwork`` (``split.split_tasks``).
 
     Returns 1 if the partner took worker 1, else 0 (this thread then ran worker 1's part too)."""
-    jobs = split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts)
-    return share(jobs, mailbox, worker, parts)
+    return share(split_tasks(job, like, weights_like), job)
 
 
 @kernel()
-def run_direct_pair(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, mailbox, worker, parts):
+def run_direct_pair(job, like, weights_like):
     """A direct call (``direct.py``) of one direction shared as run_pair shares a split row: its
-    worker 0 here, its worker 1 posted; ``parts`` the address of the callback that runs a worker
-    (``planned.job_callback`` of 'direct_part'). Returns 1 if the partner took worker 1, else 0."""
-    jobs = direct_jobs(X, h0, lengths, att, y, ho, W, R, B, call, clip, work, iwork, parts)
-    return share(jobs, mailbox, worker, parts)
+    worker 0 here, its worker 1 posted. Returns 1 if the partner took worker 1, else 0."""
+    return share(direct_tasks(job, like, weights_like), job)
 
 
 @kernel()
-def share(jobs, mailbox, worker, parts):
-    """Worker 1's job (jobs[1]) posted, worker 0's run here, then worker 1's here too if the partner
-    has not taken it. Returns 1 if the partner took it, else 0."""
-    post_jobs(mailbox, worker, jobs, np.int64(1))
-    call_job(parts, jobs[0])
+def share(jobs, job):
+    """Worker 1's job (jobs[1]) posted to ``job``'s mailbox, worker 0's run here, then worker 1's here
+    too if the partner has not taken it. Returns 1 if the partner took it, else 0."""
+    mailbox = carray(pointer_to(job[_MAILBOX], job), (SIZE,))
+    post_jobs(mailbox, job[_JOB_WORKER], jobs, np.int64(1))
+    call_job(jobs[0, _CALLBACK], jobs[0])
     if finish(mailbox):
         return 1
-    call_job(parts, jobs[1])  # withdrawn: ours
+    call_job(jobs[1, _CALLBACK], jobs[1])  # withdrawn: ours
     return 0
 
 

@@ -27,13 +27,13 @@ from .._config import kernel
 from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
 from .callbacks import call_job
-from .jobs import JOB, JOB_SIZE, write_job
+from .jobs import JOB, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
 from .products import pack, product_rows, project
 from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
 
-_TASK, _BLOCKS = JOB["task"], JOB["blocks"]
+_TASK, _BLOCKS, _CALLBACK = JOB["task"], JOB["blocks"], JOB["callback"]
 
 
 @kernel()
@@ -57,15 +57,17 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, task, n_blocks):
-    """The serial driver, and a task of the parallel one. n_blocks 0: every direction and row on the
-    calling thread, in the whole scratch (``task`` is not read). n_blocks > 0: task k of
-    run_parallel's D·n_blocks, direction k // n_blocks, block k % n_blocks of the rows, in the k-th
-    of equal parts of ``work`` (whole 64-byte lines) and ``iwork``. A task's scratch is
-    ``layout.rows_scratch``'s. One function for both, with the task an argument, not a loop around
-    a function of a task's rows: Numba links a callee's code into each of its callers and LLVM
-    optimises it again there, and each specialisation is compiled on its own
-    (benchmarks/tuning.md, "One compilation of each driver's body")."""
+def run_serial(job, like, weights_like):
+    """The serial driver, and a task of the parallel one, on ``job`` (``jobs.py``) whose float arrays
+    are of ``like``'s dtype and weights of ``weights_like``'s. JOB["blocks"] 0: every direction and
+    row on the calling thread, in the whole scratch. JOB["blocks"] n > 0: task k = JOB["task"] of
+    run_parallel's D·n, direction k // n, block k % n of the rows, in the k-th of equal parts of
+    ``work`` (whole 64-byte lines) and ``iwork``. A task's scratch is ``layout.rows_scratch``'s. One
+    function for both, with the task in the job, not a loop around a function of a task's rows:
+    Numba links a callee's code into each of its callers and LLVM optimises it again there
+    (docs/tuning.md, "One compilation of each driver's body")."""
+    X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, weights_like)
+    task, n_blocks = job[_TASK], job[_BLOCKS]
     c = read_call(call)
     clip_at = y.dtype.type(clip)
     d0, d1, lo, hi = 0, c.n_dirs, 0, c.n_rows
@@ -172,6 +174,7 @@ def run_serial(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work
             length = lengths[b]
             finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir,
                 c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)  # fmt: skip
+    return 0
 
 
 @kernel()
@@ -192,17 +195,15 @@ def _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc):
 
 
 @kernel(parallel=True)
-def run_parallel(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, n_blocks, tasks):
+def run_parallel(job, like, weights_like):
     """Every (direction, block of rows) task of ``run_serial``, shared among Numba's threads: one
-    fork/join per call. Each task runs through the C callback at ``tasks`` (``planned.job_callback``
-    of 'serial'), on a job written to the head of ``iwork`` (JOB_SIZE elements per task, before the
-    tasks' scratch): linked in here, run_serial's body would be compiled twice more, once in the
-    parallel region's function and once in this one."""
-    n_tasks = read_call(call).n_dirs * n_blocks
-    scratch = iwork[n_tasks * JOB_SIZE :]
-    for task in range(n_tasks):
-        job = iwork[task * JOB_SIZE : (task + 1) * JOB_SIZE]
-        write_job(job, X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, scratch)
-        job[_TASK], job[_BLOCKS] = task, n_blocks
+    fork/join per call. Each task runs through the job's tasks callback (``run_serial``'s) on a copy
+    of the job (``task_jobs``, at the head of ``iwork``, before the tasks' scratch): linked in
+    here, run_serial's body would be compiled twice more, once in the parallel region's function and
+    once in this one."""
+    arrays = job_arrays(job, like, weights_like)  # call and iwork: the 9th and the 12th
+    jobs = task_jobs(job, arrays[11], read_call(arrays[8]).n_dirs * job[_BLOCKS])
+    n_tasks = jobs.shape[0]
     for task in prange(n_tasks):
-        call_job(tasks, iwork[task * JOB_SIZE : (task + 1) * JOB_SIZE])
+        call_job(jobs[task, _CALLBACK], jobs[task])
+    return 0

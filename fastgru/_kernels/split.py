@@ -28,7 +28,7 @@ from .._config import kernel
 from .._tuning import CHUNK_ROWS, PATIENCE_SPINS
 from .atomics import atomic_add, atomic_load, atomic_swap, spin_pause
 from .callbacks import call_job
-from .jobs import JOB, JOB_SIZE, write_job
+from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
 from .products import product_row, project
@@ -166,9 +166,11 @@ def split_setup(call, h0, state_rows, work, iwork):
 
 
 @kernel(exact=True)  # finish_row is inlined here
-def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, work, iwork, worker):
-    """Worker ``worker`` (0 or 1) of a split row, after ``split_setup``: the items it claims, then
+def split_part(job, like, weights_like):
+    """Worker JOB["task"] (0 or 1) of a split row, after ``split_tasks``: the items it claims, then
     its own units of the outputs that no step wrote (Y past the length, Ho)."""
+    X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, weights_like)
+    worker, clip_at = job[_TASK], y.dtype.type(clip)
     c = read_call(call)
     n_hidden = c.n_hidden
     p = panels(n_hidden, work.itemsize)
@@ -205,26 +207,23 @@ def split_part(X, h0, lengths, state_rows, att, y, ho, weights, call, clip_at, w
         u0,
         u1,
     )
+    return 0
 
 
 @kernel()
-def split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts):
-    """``split_setup``, then the two workers' jobs (``jobs.py``), written to the head of ``iwork``
-    (2·JOB_SIZE elements, before the row's scratch), each run by the callback at ``parts``
-    (``planned.job_callback`` of 'part'): an int64 array (2, JOB_SIZE)."""
-    scratch = iwork[2 * JOB_SIZE :]
-    split_setup(call, h0, state_rows, work, scratch)
-    jobs = iwork[: 2 * JOB_SIZE].reshape((2, JOB_SIZE))
-    for worker in range(2):
-        write_job(jobs[worker], X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, scratch)
-        jobs[worker, _TASK], jobs[worker, _CALLBACK] = worker, parts
-    return jobs
+def split_tasks(job, like, weights_like):
+    """``split_setup``, then the two workers' jobs (``jobs.task_jobs``), at the head of the job's
+    ``iwork``, before the row's scratch: an int64 array (2, JOB_SIZE)."""
+    _, h0, _, state_rows, _, _, _, _, call, _, work, iwork = job_arrays(job, like, weights_like)
+    split_setup(call, h0, state_rows, work, iwork[2 * JOB_SIZE :])
+    return task_jobs(job, iwork, np.int64(2))
 
 
 @kernel(parallel=True)
-def run_split(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts):
-    """Both workers in one Numba parallel region, each through the callback at ``parts`` (linked in
+def run_split(job, like, weights_like):
+    """Both workers in one Numba parallel region, each through the job's tasks callback (linked in
     here, split_part would be compiled twice more: in the region's function and in this one)."""
-    jobs = split_jobs(X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork, parts)
+    jobs = split_tasks(job, like, weights_like)
     for worker in prange(2):
-        call_job(parts, jobs[worker])
+        call_job(jobs[worker, _CALLBACK], jobs[worker])
+    return 0

@@ -1,0 +1,115 @@
+"""The one way into the kernels: ``run_plan`` takes a call's arrays that change from call to call and
+the plan's **jobs** (``jobs.py``; one per layer of a stack, one for an op), which hold everything
+else, and runs each job through its driver's C callback (``callbacks.py``); ``run_direct_plan``
+adds the caller's W, R and B of a direct call (``direct.py``) to its job first.
+
+Numba's dispatcher unboxes eight arguments instead of a driver's dozen, and looks at each one's type
+on every call: ``entry(signature)``, the entry compiled for exactly one plan's types, raises
+TypeError for others instead of compiling, which makes that look the plan's check of the types (a
+prepared op's call that took no checks: ``fastgru._plan``). The entry then compares the arrays'
+shapes with the plan's and the sequence lengths with [0, S], and returns -1 before it writes
+anything when one differs: the caller then runs the full checks, which say what is wrong. The
+lengths, of any integer dtype, are copied into the plan's int64 buffer, as the drivers read them.
+
+A stack whose first job names a ``cut`` runs as a **wavefront**: the jobs from the cut on are posted
+to the partner thread (``pair.post_jobs``), the others run here, and the layer at the cut computes
+step s as soon as the one before has written it (their descriptors' ``wait`` and ``post``, on the
+counter at ``progress``): each core reads only its own layers' weights. A partner that has not taken
+its layers when this thread is done has them withdrawn, and this thread runs them.
+"""
+
+from numba import carray
+
+from .._config import kernel
+from .atomics import address_of, atomic_store, pointer_to
+from .jobs import JOB, fill_jobs, run_jobs
+from .pair import SIZE as MAILBOX_SIZE
+from .pair import finish, post_jobs
+
+_STEPS, _SHAPES, _CUT, _PROGRESS, _MAILBOX, _WORKER = (
+    JOB[n] for n in ("steps", "shapes", "cut", "progress", "mailbox", "worker")
+)
+_LENGTHS, _STATE_ROWS, _WEIGHTS, _R, _B = (JOB[n] for n in ("lengths", "state_rows", "weights", "R", "B"))
+
+
+@kernel(inline=True)  # compiled on its own, it took a specialisation per rank and k: 12 of them
+def _differs(shape, job, k):
+    """Whether ``shape`` (an array's) is not the k-th of the job's shapes (``SHAPED``)."""
+    for axis in range(len(shape)):
+        if shape[axis] != job[_SHAPES + 4 * k + axis]:
+            return True
+    return False
+
+
+@kernel(inline=True)
+def _took_lengths(lengths, job):
+    """Copy ``lengths`` into the job's int64 lengths buffer; False if one lies outside [0, S]."""
+    steps = job[_STEPS]
+    kept = carray(pointer_to(job[_LENGTHS], job), (job[_LENGTHS + 1],))
+    for b in range(lengths.size):
+        length = lengths[b]
+        if length < 0 or length > steps:
+            return False
+        kept[b] = length
+    return True
+
+
+def _run_plan(X, h0, lengths, state_rows, att, y, ho, jobs):
+    """The plan's jobs on the call's arrays; returns the largest answer of the drivers (0; a pair
+    driver's, a wavefront's: 1 when the partner took its part), or -1 when a shape differs from the
+    plan's or a sequence length lies outside [0, S] (nothing was written but the lengths buffer).
+    The shapes are compared in ``jobs.SHAPED``'s order."""
+    head = jobs[0]
+    if (
+        _differs(X.shape, head, 0)
+        or _differs(h0.shape, head, 1)
+        or _differs(lengths.shape, head, 2)
+        or _differs(att.shape, head, 3)
+        or _differs(y.shape, head, 4)
+        or _differs(ho.shape, head, 5)
+        or not _took_lengths(lengths, head)
+    ):
+        return -1
+    fill_jobs(jobs, X, h0, state_rows, att, y, ho)
+    cut = head[_CUT]
+    if cut == 0:
+        return run_jobs(jobs, 0, jobs.shape[0])
+    mailbox = carray(pointer_to(head[_MAILBOX], head), (MAILBOX_SIZE,))
+    atomic_store(carray(pointer_to(head[_PROGRESS], head), (1,)), 0, 0)
+    post_jobs(mailbox, head[_WORKER], jobs, cut)
+    run_jobs(jobs, 0, cut)
+    if finish(mailbox):
+        return 1
+    run_jobs(jobs, cut, jobs.shape[0])  # withdrawn: ours
+    return 0
+
+
+#: The entry, compiled for the types each call brings (the calls that passed the full checks).
+run_plan = kernel()(_run_plan)
+
+
+def _run_direct_plan(X, h0, lengths, att, y, ho, W, R, B, jobs):
+    """``run_plan`` of a direct call's job with the caller's W, R and B (their shapes compared with
+    the plan's too); the job's state rows, none, are the plan's."""
+    head = jobs[0]
+    if _differs(W.shape, head, 6) or _differs(R.shape, head, 7) or _differs(B.shape, head, 8):
+        return -1
+    head[_WEIGHTS], head[_WEIGHTS + 1] = address_of(W), W.size
+    head[_R], head[_R + 1], head[_B], head[_B + 1] = address_of(R), R.size, address_of(B), B.size
+    state_rows = carray(pointer_to(head[_STATE_ROWS], head), (head[_STATE_ROWS + 1],))
+    return run_plan(X, h0, lengths, state_rows, att, y, ho, jobs)
+
+
+run_direct_plan = kernel()(_run_direct_plan)
+
+_ENTRIES = {}
+
+
+def entry(signature, direct=False):
+    """The entry (``direct``: ``run_direct_plan``) compiled, or loaded from the cache, for exactly
+    ``signature`` (its argument types), once per process: a call of other types raises TypeError."""
+    compiled = _ENTRIES.get((signature, direct))
+    if compiled is None:
+        source = _run_direct_plan if direct else _run_plan
+        compiled = _ENTRIES[signature, direct] = kernel(signature=signature)(source)
+    return compiled
