@@ -222,7 +222,6 @@ def make_case(
 # ------------------------------------------------------------------------------------ kernel paths
 
 
-
 #: The kernel each path of a layer names (``_paths.run``'s answer) runs.
 KERNEL_OF = {
     "serial": "run_serial",
