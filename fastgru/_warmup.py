@@ -35,10 +35,10 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)) -> 
     """Compile every kernel that ``ops`` run for ``dtypes``, or load it from the cache; returns seconds.
 
     The first call of an op in a process compiles its kernels, or loads them from fastgru's cache
-    folder (see ``python -m fastgru info``); README, "Start-up and the kernel cache", has the
-    times of both (``benchmarks/cold_start_results.md``). A server calls this once at start-up so
-    that no request pays for it. float16 and bfloat16 run the float32 kernels (docs/semantics.md,
-    "Types").
+    folder (see ``python -m fastgru info``); docs/guide/serving.md, "Start-up and the kernel cache",
+    has the times of both (``benchmarks/results/emeraldrapids-avx512/cold_start_results.md``). A
+    server calls this once at start-up so that no request pays for it. float16 and bfloat16 run the
+    float32 kernels (docs/semantics.md, "Types").
 
     Parameters
     ----------
