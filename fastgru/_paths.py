@@ -21,7 +21,6 @@ from collections import namedtuple
 
 from . import _partner, _scratch, _tuning
 from ._kernels.direct import direct_ints
-from ._kernels.entry import run_direct_plan, run_plan
 from ._threading import lease, requested
 
 PATHS = ("serial", "parallel", "split", "pair")
@@ -108,15 +107,12 @@ def effective(paths, granted, mailbox, forced):
     return tuple(result)
 
 
-def run(plan, arrays, entry=None):
+def run(plan, arrays, entry):
     """Run ``plan``'s call on its ``arrays`` (X, h0, lengths, state_rows, att, y, ho; a direct call's:
-    X, h0, lengths, att, y, ho, W, R, B) through ``entry`` (the plan's, for a call that took no
-    checks; None: the one that compiles for any types). Returns each layer's path as it ran ('wave'
-    for a wavefront's), or None when the entry found a shape or a length other than the plan's
-    (nothing was written)."""
+    X, h0, lengths, att, y, ho, W, R, B) through its ``entry`` (``_kernels/entry.py``). Returns each
+    layer's path as it ran ('wave' for a wavefront's), or None when the entry found a shape or a
+    length other than the plan's (nothing was written)."""
     road = plan.road
-    if entry is None:
-        entry = run_direct_plan if road.direct else run_plan
     if road.cut is not None:
         if road.forced == "wave":
             took = _wavefront(plan, arrays, entry, True)

@@ -77,7 +77,8 @@ class Plan:
         #: lengths passes ``full``: every step.
         self.lengths = np.ones(n, dtype=_I64)
         self.full = np.full(n, s, dtype=_I64)
-        self.shapes = _shapes(arrays, runner.direct, n)
+        arrays = self.complete(arrays)
+        self.shapes = _shapes(arrays, runner.direct)
         widths = [p.n_dirs * p.n_hidden for p in layers]
         between = max(widths[:-1], default=0) * n * s
         #: The two buffers a stack's layers' Y and X alternate between.
@@ -86,7 +87,8 @@ class Plan:
         #: Whether a way's scratch was too large to keep (``_tuning.KEEP_SCRATCH_BYTES``): the plan
         #: then serves its call only.
         self.large = False
-        self.signature = self.entry = None
+        self.signature, self.entry = None, None
+        self.expect(arrays)
         #: What a call that took no checks needs beside: the results' dtype and shapes ((Ho,) for a
         #: cell, else (Y, Ho)), no attention, an absent B's zeros (a direct call's).
         self.dtype, self.results = runner.compute_dtype, runner.result_shapes(n, s)
@@ -109,9 +111,15 @@ class Plan:
         return tuple(arrays)
 
     def run(self, arrays):
-        """Run a checked call (its arrays as ``Plan`` takes them); returns each layer's path as it
-        ran, or None when its shapes are not the plan's (``_paths.run``)."""
-        return _paths.run(self, arrays)
+        """Run a call (its arrays as ``Plan`` takes them, lengths and att given) through the entry
+        compiled for the plan's types; returns each layer's path as it ran (``_paths.run``), or None
+        when a type, a shape or a length is not the plan's (nothing was written)."""
+        if self.entry is None:  # the plan's first call compiles (or loads) its entry
+            self.entry = entry(self.signature, self.runner.direct)
+        try:
+            return _paths.run(self, arrays, self.entry)
+        except TypeError:  # another type than the plan's
+            return None
 
     def __call__(self, X, h0, lengths, A, out):
         """The results of a prepared op's call that took no checks (``out`` as the op takes it), or
@@ -140,20 +148,15 @@ class Plan:
         return None if self.unchecked(arrays) is None else results
 
     def unchecked(self, arrays):
-        """Run a call that took no checks, through the entry compiled for the plan's types; returns
-        its paths, or None when a type, a shape or a length is not the plan's (nothing written)."""
+        """``run`` for a call that took no checks: None also when the plan is of another tuning or
+        partner (``_paths.generation``)."""
         if self.generation != _paths.generation():
             return None
-        if self.entry is None:  # the first call without checks compiles (or loads) its entry
-            self.entry = entry(self.signature, self.runner.direct)
-        try:
-            return _paths.run(self, arrays, self.entry)
-        except TypeError:  # another type than the plan's
-            return None
+        return self.run(arrays)
 
     def expect(self, arrays):
-        """Take the types of ``arrays`` (a call like the one that made the plan, which passed the
-        checks) as the plan's: calls without checks must have exactly these."""
+        """Take the types of ``arrays`` (completed, as ``run`` takes them) as the plan's: a call of other
+        types gets None from ``run``."""
         signature = numba.int64(*[numba.typeof(a) for a in arrays], numba.typeof(np.zeros((1, JOB_SIZE), _I64)))
         if signature != self.signature:
             self.signature, self.entry = signature, None
@@ -255,7 +258,7 @@ def run_planned(runner, arrays, n, s, strides=None, keep=0, path=None):
         plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
     arrays = plan.complete(arrays)
     ran = plan.run(arrays)
-    if ran is None:  # the same call shape with arrays of other shapes: a plan of their own
+    if ran is None:  # the same call shape with arrays of other shapes or types: a plan of their own
         plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
         ran = plan.run(arrays)
         if ran is None:
@@ -298,15 +301,9 @@ def write_job(job, plan, k, layer, work, iwork, kept):
     job[JOB["callback"]], job[JOB["tasks"]] = callback(layer.kind, packed.like), task_callback(layer.kind, packed.like)
 
 
-def _shapes(arrays, direct, n):
+def _shapes(arrays, direct):
     """The shapes of the call's arrays in ``jobs.SHAPED``'s order (X, h0, lengths, att, y, ho, and a
-    direct call's W, R, B); lengths None is (n,), att None (0, 0)."""
-    if direct:
-        X, h0, lengths, att, y, ho, W, R, B = arrays
-        shaped = X, h0, lengths, att, y, ho, W, R, B
-    else:
-        X, h0, lengths, _, att, y, ho = arrays
-        shaped = X, h0, lengths, att, y, ho
-    shapes = [a.shape if a is not None else (n,) if k == 2 else (0, 0) for k, a in enumerate(shaped)]
-    assert len(shapes) <= len(SHAPED)
-    return shapes
+    direct call's W, R, B)."""
+    shaped = arrays if direct else arrays[:3] + arrays[4:]  # without state_rows
+    assert len(shaped) <= len(SHAPED)
+    return [a.shape for a in shaped]

@@ -1,11 +1,11 @@
-"""The one way into the kernels: ``run_plan`` takes a call's arrays that change from call to call and
+"""The one way into the kernels: the entry takes a call's arrays that change from call to call and
 the plan's **jobs** (``jobs.py``; one per layer of a stack, one for an op), which hold everything
-else, and runs each job through its driver's C callback (``callbacks.py``); ``run_direct_plan``
-adds the caller's W, R and B of a direct call (``direct.py``) to its job first.
+else, and runs each job through its driver's C callback (``drivers.py``); a direct call's entry
+(``direct.py``) adds the caller's W, R and B to its job first.
 
 Numba's dispatcher unboxes eight arguments instead of a driver's dozen, and looks at each one's type
-on every call: ``entry(signature)``, the entry compiled for exactly one plan's types, raises
-TypeError for others instead of compiling, which makes that look the plan's check of the types (a
+on every call: ``entry(signature)`` is the entry compiled for exactly one plan's types, which
+raises TypeError for others instead of compiling: that look is the plan's check of the types (a
 prepared op's call that took no checks: ``fastgru._plan``). The entry then compares the arrays'
 shapes with the plan's and the sequence lengths with [0, S], and returns -1 before it writes
 anything when one differs: the caller then runs the full checks, which say what is wrong. The
@@ -18,6 +18,7 @@ counter at ``progress``): each core reads only its own layers' weights. A partne
 its layers when this thread is done has them withdrawn, and this thread runs them.
 """
 
+import numpy as np
 from numba import carray
 
 from .._config import kernel
@@ -54,7 +55,8 @@ def _took_lengths(lengths, job):
     return True
 
 
-def _run_plan(X, h0, lengths, state_rows, att, y, ho, jobs):
+@kernel(inline=True)  # into each entry: compiled in them, not on its own
+def _run(X, h0, lengths, state_rows, att, y, ho, jobs):
     """The plan's jobs on the call's arrays; returns the largest answer of the drivers (0; a pair
     driver's, a wavefront's: 1 when the partner took its part), or -1 when a shape differs from the
     plan's or a sequence length lies outside [0, S] (nothing was written but the lengths buffer).
@@ -73,34 +75,33 @@ def _run_plan(X, h0, lengths, state_rows, att, y, ho, jobs):
     fill_jobs(jobs, X, h0, state_rows, att, y, ho)
     cut = head[_CUT]
     if cut == 0:
-        return run_jobs(jobs, 0, jobs.shape[0])
+        return run_jobs(jobs, np.int64(0), jobs.shape[0])
     mailbox = carray(pointer_to(head[_MAILBOX], head), (MAILBOX_SIZE,))
     atomic_store(carray(pointer_to(head[_PROGRESS], head), (1,)), 0, 0)
     post_jobs(mailbox, head[_WORKER], jobs, cut)
-    run_jobs(jobs, 0, cut)
+    run_jobs(jobs, np.int64(0), cut)
     if finish(mailbox):
         return 1
     run_jobs(jobs, cut, jobs.shape[0])  # withdrawn: ours
     return 0
 
 
-#: The entry, compiled for the types each call brings (the calls that passed the full checks).
-run_plan = kernel()(_run_plan)
+def _run_plan(X, h0, lengths, state_rows, att, y, ho, jobs):
+    """``_run``: the entry of every call but a direct one."""
+    return _run(X, h0, lengths, state_rows, att, y, ho, jobs)
 
 
 def _run_direct_plan(X, h0, lengths, att, y, ho, W, R, B, jobs):
-    """``run_plan`` of a direct call's job with the caller's W, R and B (their shapes compared with
-    the plan's too); the job's state rows, none, are the plan's."""
+    """The entry of a direct call's job, with the caller's W, R and B (their shapes compared with the
+    plan's too); the job's state rows, none, are the plan's."""
     head = jobs[0]
     if _differs(W.shape, head, 6) or _differs(R.shape, head, 7) or _differs(B.shape, head, 8):
         return -1
     head[_WEIGHTS], head[_WEIGHTS + 1] = address_of(W), W.size
     head[_R], head[_R + 1], head[_B], head[_B + 1] = address_of(R), R.size, address_of(B), B.size
     state_rows = carray(pointer_to(head[_STATE_ROWS], head), (head[_STATE_ROWS + 1],))
-    return run_plan(X, h0, lengths, state_rows, att, y, ho, jobs)
+    return _run(X, h0, lengths, state_rows, att, y, ho, jobs)
 
-
-run_direct_plan = kernel()(_run_direct_plan)
 
 _ENTRIES = {}
 

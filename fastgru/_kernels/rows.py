@@ -20,6 +20,8 @@ panels from P2 on, written to its own buffer C2: the panel that holds both r and
 for H < NR, z columns) is then computed twice without overwriting z or r.
 """
 
+from collections import namedtuple
+
 import numpy as np
 from numba import carray, prange
 
@@ -56,6 +58,12 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
         store(iwork, counts + lengths[b], place + 1)
 
 
+#: What the pieces of ``run_serial`` share: a task's arrays (``layout.py``), its float and int64
+#: scratch ``w`` and ``iwork`` with their offsets ``o`` and ``io`` (``layout.rows_scratch``), the call
+#: descriptor ``c``, the Panels ``p``, the task's first row ``lo`` and rows ``n_rows``, the clip.
+Task = namedtuple("Task", "X h0 lengths state_rows att y ho weights w iwork c p o io lo n_rows clip_at")
+
+
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
 def run_serial(job, like, weights_like):
     """The serial driver, and a task of the parallel one, on ``job`` (``jobs.py``) whose float arrays
@@ -69,7 +77,6 @@ def run_serial(job, like, weights_like):
     X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, weights_like)
     task, n_blocks = job[_TASK], job[_BLOCKS]
     c = read_call(call)
-    clip_at = y.dtype.type(clip)
     d0, d1, lo, hi = 0, c.n_dirs, 0, c.n_rows
     if n_blocks > 0:
         n_tasks, line = c.n_dirs * n_blocks, LINE_BYTES // work.itemsize
@@ -78,103 +85,126 @@ def run_serial(job, like, weights_like):
         d1, lo, hi = d0 + 1, blk * c.n_rows // n_blocks, (blk + 1) * c.n_rows // n_blocks
         work = work[task * per_task : (task + 1) * per_task]
         iwork = iwork[task * per_task_i : (task + 1) * per_task_i]
-    n_hidden, seq_length, n_inputs = c.n_hidden, c.seq_length, c.n_inputs
-    p = panels(n_hidden, y.itemsize)
-    nr, ldc = p.nr, p.n * p.nr
-    ld2, first = (p.n - p.p2) * p.nr, p.p2 * p.nr  # C2: the panels from P2 on
-    hc2 = 2 * n_hidden - first  # where column 2H falls in C2
-    lbr, hoist = c.lbr, c.hoist
-    has_att = att.size > 0
-    n_rows = hi - lo
-    o, io = rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, y.itemsize, np.int64(CHUNK_ROWS))
-    w = work
-    for d in range(d0, d1):  # every step of direction d for rows lo..hi
-        w_base, r_base = w_start(c, d, nr, p.n, weights), r_start(c, d, nr, p.n, weights)
-        bias_at = bias_start(c, d, nr, p.n, weights, y.itemsize)
-        rbh_at = bias_at + 3 * n_hidden
-        rev = (c.reverse >> d) & 1
-        order_rows(lengths, lo, hi, seq_length, iwork, io.order, io.counts)
-        for i in range(n_rows):  # the initial states, in that order
-            at = state_at(c, state_rows, load(iwork, io.order + i), d)
-            for j in range(n_hidden):
-                store(w, o.state + i * n_hidden + j, load(h0, at + j))
-        waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
-        if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
-            total = n_rows * seq_length
-            for r0 in range(0, total, CHUNK_ROWS):
-                n = min(CHUNK_ROWS, total - r0)
-                for r in range(n):
-                    b, t = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
-                    store(iwork, io.offsets + r, b * c.x_row + t * c.x_step)
-                project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg + r0 * ldc,
-                    ldc, w, o.a, np.int64(0), p.n, nr)  # fmt: skip
-
-        running = n_rows  # the rows still running at step s: a prefix of the order
-        for s in range(seq_length):
-            while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
-                running -= 1
-            if running == 0:
-                break
-            if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
-                _wait_for(c.wait, s, iwork)
-            elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
-                s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
-                if c.wait != 0:
-                    _wait_for(c.wait, s1 - 1, iwork)
-                for i in range(n_rows):  # rows past their length project X they never read
-                    for t0 in range(s, s1, CHUNK_ROWS):
-                        n = min(CHUNK_ROWS, s1 - t0)
-                        for r in range(n):
-                            store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
-                        project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w,
-                            o.xg + (i * seq_length + t0) * ldc, ldc, w, o.a, np.int64(0), p.n, nr)  # fmt: skip
-            for g0 in range(0, running, CHUNK_ROWS):
-                n = min(CHUNK_ROWS, running - g0)
-                for i in range(n):
-                    b = load(iwork, io.order + g0 + i)
-                    store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
-                if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
-                    for i in range(n):
-                        b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
-                        store(iwork, io.offsets + i, b * c.x_row + t * c.x_step)
-                    project(X, iwork, io.offsets, n, n_inputs, weights, w_base, bias_at, n_hidden, w, o.xg, ldc, w,
-                        o.a, np.int64(0), p.n, nr)  # fmt: skip
-                for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
-                    begin_gates(w, o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc),
-                        weights, rbh_at, lbr, n_hidden, 0, ldc)  # fmt: skip
-                    store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
-                pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-                product_rows(w, o.c, ldc, w, o.a, n_hidden, n, weights, r_base, np.int64(0), p.n if lbr else p.p1, nr)
-                for i in range(n):
-                    co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc)
-                    activate_gates(w, co, co + 2 * n_hidden, clip_at, c.f_code)
-                    if lbr:
-                        candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
-                    else:
-                        reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
-                        begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
-                        store(iwork, io.offsets + i, o.m + i * n_hidden)
-                if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
-                    pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-                    product_rows(w, o.c2, ld2, w, o.a, n_hidden, n, weights, r_base, p.p2, p.n, nr)
-                for i in range(n):
-                    b, t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
-                    co = o.c + i * ldc
-                    hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + hc2
-                    activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
-                    so = o.state + (g0 + i) * n_hidden
-                    score = load(att, b * seq_length + t) if has_att else w.dtype.type(0)
-                    y_at = b * c.y_row + d * c.y_dir + t * c.y_step
-                    update_state(w, co, hg, so, so, score, has_att, y, y_at, 0, n_hidden)
-            if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
-                atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
-
-        for i in range(n_rows):  # Ho, and Y's zeros past each row's length
-            b = load(iwork, io.order + i)
-            length = lengths[b]
-            finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, b * c.y_row + d * c.y_dir,
-                c.y_step, length, seq_length, ho, state_at(c, state_rows, b, d), 0, n_hidden)  # fmt: skip
+    o, io = rows_scratch(hi - lo, c.seq_length, c.n_inputs, c.n_hidden, c.hoist, y.itemsize, np.int64(CHUNK_ROWS))
+    p = panels(c.n_hidden, y.itemsize)
+    t = Task(X, h0, lengths, state_rows, att, y, ho, weights, work, iwork, c, p, o, io, lo, hi - lo, y.dtype.type(clip))
+    for d in range(d0, d1):
+        _direction(t, d)
     return 0
+
+
+@kernel(exact=True, inline=True)
+def _direction(t, d):
+    """Every step of direction d for the task's rows: their states, X·Wᵀ + bias of every (row, step)
+    first when the call hoists it (for a stack's wavefront, WAVE_STEPS steps at a time once they are
+    there), the rows still running at each step in chunks of up to CHUNK_ROWS (``_chunk``), then Ho and
+    Y's zeros past each row's length."""
+    c, p, o, io, w, iwork = t.c, t.p, t.o, t.io, t.w, t.iwork
+    n_hidden, seq_length, n_rows, lo = c.n_hidden, c.seq_length, t.n_rows, t.lo
+    ldc = p.n * p.nr
+    at = (w_start(c, d, p.nr, p.n, t.weights), bias_start(c, d, p.nr, p.n, t.weights, t.y.itemsize))
+    order_rows(t.lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
+    for i in range(n_rows):  # the initial states, in that order
+        h0_at = state_at(c, t.state_rows, load(iwork, io.order + i), d)
+        for j in range(n_hidden):
+            store(w, o.state + i * n_hidden + j, load(t.h0, h0_at + j))
+    hoist = c.hoist
+    waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
+    if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
+        total = n_rows * seq_length
+        for r0 in range(0, total, CHUNK_ROWS):
+            n = min(CHUNK_ROWS, total - r0)
+            for r in range(n):
+                b, s = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
+                store(iwork, io.offsets + r, b * c.x_row + s * c.x_step)
+            _project(t, at, n, o.xg + r0 * ldc)
+    running = n_rows  # the rows still running at step s: a prefix of the order
+    for s in range(seq_length):
+        while running > 0 and t.lengths[load(iwork, io.order + running - 1)] <= s:
+            running -= 1
+        if running == 0:
+            break
+        if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
+            _wait_for(c.wait, s, iwork)
+        elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
+            s1 = min(s + WAVE_STEPS, t.lengths[load(iwork, io.order)])  # the block's longest row
+            if c.wait != 0:
+                _wait_for(c.wait, s1 - 1, iwork)
+            for i in range(n_rows):  # rows past their length project X they never read
+                for t0 in range(s, s1, CHUNK_ROWS):
+                    n = min(CHUNK_ROWS, s1 - t0)
+                    for r in range(n):
+                        store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
+                    _project(t, at, n, o.xg + (i * seq_length + t0) * ldc)
+        for g0 in range(0, running, CHUNK_ROWS):
+            _chunk(t, d, at, s, g0, min(CHUNK_ROWS, running - g0))
+        if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
+            atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
+    for i in range(n_rows):  # Ho, and Y's zeros past each row's length
+        b = load(iwork, io.order + i)
+        length = t.lengths[b]
+        Y, ho_at = (t.y, b * c.y_row + d * c.y_dir, c.y_step), state_at(c, t.state_rows, b, d)
+        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, Y, (length, seq_length), t.ho, ho_at,
+            (np.int64(0), n_hidden))  # fmt: skip
+
+
+@kernel(exact=True, inline=True)
+def _project(t, at, n, xg):
+    """X·Wᵀ + bias of the n rows whose offsets in X ``iwork`` holds at ``io.offsets``, to xg's rows from
+    ``xg`` on; ``at``: where direction d's panels of Wᵀ and its bias start."""
+    c, p = t.c, t.p
+    rows, W = (t.iwork, t.io.offsets, n), (t.weights, at[0], at[1], c.n_inputs)
+    project(t.X, rows, W, c.n_hidden, (t.w, xg, p.n * p.nr), (t.w, t.o.a), (np.int64(0), p.n, p.nr))
+
+
+@kernel(exact=True, inline=True)
+def _chunk(t, d, at, s, g0, n):
+    """Step s of direction d for the rows g0..g0 + n of the order: the input gates (unless hoisted),
+    C = bias and X·Wᵀ, then + H·Rᵀ (z, r, and h with linear_before_reset), f, the candidate (for
+    linear_before_reset False: r ⊙ H, then C2 = X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ), g and the update, each
+    stage on the chunk's rows in turn."""
+    c, p, o, io, w, iwork = t.c, t.p, t.o, t.io, t.w, t.iwork
+    n_hidden, lbr, hoist = c.n_hidden, c.lbr, c.hoist
+    nr, ldc = p.nr, p.n * p.nr
+    ld2, first = (p.n - p.p2) * nr, p.p2 * nr  # C2: the panels from P2 on
+    R = (t.weights, r_start(c, d, nr, p.n, t.weights), n_hidden)
+    rev = (c.reverse >> d) & 1
+    for i in range(n):
+        b = load(iwork, io.order + g0 + i)
+        store(iwork, io.times + i, t.lengths[b] - 1 - s if rev else s)
+    if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
+        for i in range(n):
+            b, step = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
+            store(iwork, io.offsets + i, b * c.x_row + step * c.x_step)
+        _project(t, at, n, o.xg)
+    for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
+        xo = _xg_row(o, io, iwork, g0, i, t.lo, c.seq_length, hoist, ldc)
+        begin_gates(w, o.c + i * ldc, xo, t.weights, at[1] + 3 * n_hidden, lbr, n_hidden, 0, ldc)
+        store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
+    pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
+    product_rows((w, o.c, ldc), (w, o.a), n, R, np.int64(0), p.n if lbr else p.p1, nr)
+    for i in range(n):
+        co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, t.lo, c.seq_length, hoist, ldc)
+        activate_gates(w, co, co + 2 * n_hidden, t.clip_at, c.f_code)
+        if lbr:
+            candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
+        else:
+            reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
+            begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
+            store(iwork, io.offsets + i, o.m + i * n_hidden)
+    if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
+        pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
+        product_rows((w, o.c2, ld2), (w, o.a), n, R, p.p2, p.n, nr)
+    has_att = t.att.size > 0
+    for i in range(n):
+        b, step = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
+        co = o.c + i * ldc
+        hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + 2 * n_hidden - first
+        activate_gates(w, hg, hg + n_hidden, t.clip_at, c.g_code)
+        so = o.state + (g0 + i) * n_hidden
+        score = load(t.att, b * c.seq_length + step) if has_att else w.dtype.type(0)
+        y_at = b * c.y_row + d * c.y_dir + step * c.y_step
+        update_state(w, co, hg, (so, so), (has_att, score), t.y, y_at, (np.int64(0), n_hidden))
 
 
 @kernel()

@@ -64,37 +64,36 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
         n = min(CHUNK_ROWS, length - t0)
         for i in range(n):
             store(iwork, offsets + i, (t0 + i) * c.x_step)
-        project(
-            X,
-            iwork,
-            offsets,
-            n,
-            c.n_inputs,
+        rows = iwork, offsets, n
+        W = (
             weights,
             w_start(c, np.int64(0), p.nr, p.n, weights),
             bias_start(c, np.int64(0), p.nr, p.n, weights, work.itemsize),
+            c.n_inputs,
+        )
+        project(
+            X,
+            rows,
+            W,
             c.n_hidden,
-            work,
-            o.xg + t0 * ldc,
-            ldc,
-            work,
-            packed,
-            half * p.n // 2,
-            (half + 1) * p.n // 2,
-            p.nr,
+            (work, o.xg + t0 * ldc, ldc),
+            (work, packed),
+            (half * p.n // 2, (half + 1) * p.n // 2, p.nr),
         )
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
-    """One half of one phase of step t: xg's row t holds X·Wᵀ + bias; the state before the step is at
-    ``cur`` in ``work``, after it at ``nxt``; C, C2 and r ⊙ H are shared, each half writing its own
-    columns."""
+def _step_half(c, weights, clip_at, att, y, work, o, item, states):
+    """One half of one phase of step t (``item`` = (t, phase, half)): xg's row t holds X·Wᵀ + bias;
+    the state before the step is at ``cur`` in ``work``, after it at ``nxt`` (``states`` = (cur,
+    nxt)); C, C2 and r ⊙ H are shared, each half writing its own columns."""
+    t, phase, half = item
+    cur, nxt = states
     n_hidden = c.n_hidden
     p = panels(n_hidden, work.itemsize)
     nr = p.nr
     xo = o.xg + t * p.n * nr
-    r_base = r_start(c, np.int64(0), nr, p.n, weights)
+    R = weights, r_start(c, np.int64(0), nr, p.n, weights), n_hidden
     rbh_at = bias_start(c, np.int64(0), nr, p.n, weights, work.itemsize) + 3 * n_hidden
     if phase == 0 and phases(c.lbr, n_hidden, nr) == 1:
         per_gate = n_hidden // nr
@@ -102,9 +101,7 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         u0, u1 = q0 * nr, q1 * nr
         for g in range(3):
             begin_gates(work, o.c, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
-            product_row(
-                work, o.c + g * n_hidden + u0, work, cur, weights, r_base, g * per_gate + q0, g * per_gate + q1,
-                n_hidden, nr)  # fmt: skip
+            product_row(work, o.c + g * n_hidden + u0, work, cur, R, g * per_gate + q0, g * per_gate + q1, nr)
         for g in range(2):
             activate_gates(work, o.c + g * n_hidden + u0, o.c + g * n_hidden + u1, clip_at, c.f_code)
     elif phase == 0:
@@ -112,7 +109,7 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
         q0, q1 = half * total // 2, (half + 1) * total // 2
         c0, c1 = q0 * nr, q1 * nr
         begin_gates(work, o.c, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
-        product_row(work, o.c + c0, work, cur, weights, r_base, q0, q1, n_hidden, nr)
+        product_row(work, o.c + c0, work, cur, R, q0, q1, nr)
         c1 = min(c1, 2 * n_hidden)
         activate_gates(work, o.c + c0, o.c + c1, clip_at, c.f_code)
         if not c.lbr:
@@ -126,11 +123,11 @@ def _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt):
     else:
         first = p.p2 * nr
         begin_candidate(work, o.c2, xo, n_hidden, first, q0 * nr, q1 * nr)
-        product_row(work, o.c2 + q0 * nr - first, work, o.rh, weights, r_base, q0, q1, n_hidden, nr)
+        product_row(work, o.c2 + q0 * nr - first, work, o.rh, R, q0, q1, nr)
         hg = o.c2 + 2 * n_hidden - first
     activate_gates(work, hg + u0, hg + u1, clip_at, c.g_code)
     score = load(att, t) if att.size > 0 else work.dtype.type(0)
-    update_state(work, o.c, hg, cur, nxt, score, att.size > 0, y, t * c.y_step, u0, u1)
+    update_state(work, o.c, hg, (cur, nxt), (att.size > 0, score), y, t * c.y_step, (u0, u1))
 
 
 @kernel()
@@ -189,24 +186,14 @@ def split_part(job, like, weights_like):
                     s, phase = (m - 1) // n_phases, (m - 1) % n_phases
                     t = length - 1 - s if c.reverse & 1 else s
                     cur, nxt = o.state + (s % 2) * n_hidden, o.state + ((s + 1) % 2) * n_hidden
-                    _step_half(c, weights, clip_at, att, y, t, phase, half, work, o, cur, nxt)
+                    _step_half(c, weights, clip_at, att, y, work, o, (t, phase, half), (cur, nxt))
                 atomic_add(iwork, io.done + m, 1)
         wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)
-    finish_row(
-        work,
-        o.state + (length % 2) * n_hidden,
-        length == 0 and not c.keep,
-        y,
-        0,
-        c.y_step,
-        length,
-        c.seq_length,
-        ho,
-        state_at(c, state_rows, np.int64(0), np.int64(0)),
-        u0,
-        u1,
-    )
+    Y, steps = (y, np.int64(0), c.y_step), (length, c.seq_length)
+    state = o.state + (length % 2) * n_hidden
+    ho_at = state_at(c, state_rows, np.int64(0), np.int64(0))
+    finish_row(work, state, length == 0 and not c.keep, Y, steps, ho, ho_at, (u0, u1))
     return 0
 
 

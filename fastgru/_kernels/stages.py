@@ -86,10 +86,14 @@ def candidate_lbr(w, co, xo, n_hidden, u0, u1):
 
 
 @kernel(exact=True, inline=True)
-def update_state(w, co, ho, before, after, att_score, has_att, y, yo, u0, u1):
-    """H' = (1 - z) ⊙ h + z ⊙ H for units [u0, u1), as the specification writes it (h + z ⊙ (H - h)
-    would turn an infinite h into NaN): z from a row of C at co, h at ho, H at ``before``; H' to
-    ``after`` and to y at yo. AUGRU scales z by 1 - a first, as the specification writes it."""
+def update_state(w, co, ho, states, att, y, yo, units):
+    """H' = (1 - z) ⊙ h + z ⊙ H for units [u0, u1) = ``units``, as the specification writes it
+    (h + z ⊙ (H - h) would turn an infinite h into NaN): z from a row of C at co, h at ho, H at
+    ``before`` and H' to ``after`` (``states`` = (before, after)) and to y at yo. AUGRU (``att`` =
+    (True, its score a)) scales z by 1 - a first, as the specification writes it."""
+    before, after = states
+    has_att, att_score = att
+    u0, u1 = units
     one = w.dtype.type(1)  # a 1 of the compute dtype (a literal 1 would promote to float64)
     if has_att:  # a loop of its own: each loop vectorises
         scale = one - att_score
@@ -103,9 +107,13 @@ def update_state(w, co, ho, before, after, att_score, has_att, y, yo, u0, u1):
 
 
 @kernel(exact=True, inline=True)
-def finish_row(w, so, zero, y, yo, y_step, length, seq_length, ho, hoo, u0, u1):
-    """After a row's last step, for units [u0, u1): Y zero at steps t >= length (Y's row at yo, steps
-    y_step apart), and Ho (at hoo) the state (at so), or zero when ``zero``."""
+def finish_row(w, so, zero, Y, steps, ho, hoo, units):
+    """After a row's last step, for units [u0, u1) = ``units``: Y zero at steps t >= length (Y = (y,
+    yo, y_step): the row at yo in y, steps y_step apart; ``steps`` = (length, S)), and Ho (at hoo in
+    ho) the state (at so), or zero when ``zero``."""
+    y, yo, y_step = Y
+    length, seq_length = steps
+    u0, u1 = units
     for t in range(length, seq_length):
         for j in range(u0, u1):
             store(y, yo + t * y_step + j, 0)
