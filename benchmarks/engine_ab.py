@@ -81,7 +81,8 @@ def make(name):
     if name.startswith("stack-"):
         steps = 1 if name.endswith("frame") else 100
         layers = [
-            fastgru.GRUSequence(*_weights(rng, i, 256, (1,), gates=4), linear_before_reset=True) for i in (128, 256, 256)
+            fastgru.GRUSequence(*_weights(rng, i, 256, (1,), gates=4), linear_before_reset=True)
+            for i in (128, 256, 256)
         ]
         stack = fastgru.GRUStack(layers)
         x = rng.standard_normal((1, steps, 128), dtype=np.float32)

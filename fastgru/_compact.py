@@ -44,7 +44,8 @@ def check_weight_dtype(op, weight_dtype, dtype):
         return None
     name = getattr(weight_dtype, "name", weight_dtype)  # a NumPy or ml_dtypes dtype gives its name
     if name not in FORMATS:
-        raise FastGRUError(f"{op}: weight_dtype must be None, 'bfloat16' or 'int8'; got {weight_dtype!r}")
+        *names, last = ["None", *map(repr, FORMATS)]
+        raise FastGRUError(f"{op}: weight_dtype must be {', '.join(names)} or {last}; got {weight_dtype!r}")
     if dtype == np.float64:
         raise FastGRUError(
             f"{op}: weight_dtype={name!r} computes in float32; the weights are float64 (T1), whose precision it "

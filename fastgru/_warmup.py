@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _partner
 from ._api import gru_cell
+from ._compact import FORMATS
 from ._dispatch import NO_ROWS, Unpacked, compute_dtype
 from ._kernels.drivers import callback
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
@@ -28,7 +29,7 @@ _OPS = (*_PATHS, "gru_stack")
 
 
 #: What ``weight_dtypes`` may name: the exact weights ('exact', or None) and the compact ones.
-_WEIGHT_NAMES = ("exact", "bfloat16", "int8")
+_WEIGHT_NAMES = ("exact", *FORMATS)
 
 
 def warmup(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)) -> float:

@@ -10,7 +10,6 @@ cache) when a call first needs it. ``Callbacks`` maps keys to such functions.
 
 import ctypes
 
-import numpy as np
 from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
@@ -19,11 +18,6 @@ from .._config import kernel
 from .._threading import start_pool
 
 SIGNATURE = types.int64(types.CPointer(types.int64))
-
-#: An empty array of each element type the kernels' arrays can have: the compute dtypes and the
-#: weights' (constants in the compiled code): float32, float64, bfloat16 bits, int8.
-F32, F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
-BF16, I8 = np.zeros(0, np.uint16), np.zeros(0, np.int8)
 
 
 class Callbacks:

@@ -4,8 +4,8 @@ once per process (or loaded from the cache) when a call first needs it (``callba
 
 A job names the callback that runs it (``jobs.py``), so the code that runs jobs (the entry, the
 parallel and split drivers' tasks, the partner thread's loop) holds no copy of a driver: each is
-compiled once, for the one element type of weights it serves. A new weights format is one row of
-``FORMATS`` (and its tile code in ``microkernel.py``); a new driver one row of ``DRIVERS``.
+compiled once, for the one element type of weights it serves. A new weights format is a row of
+``_compact.FORMATS`` (and its tile code in ``microkernel.py``); a new driver a row of ``DRIVERS``.
 
 Numba's cache keys on a function's qualified name, so each callback is a function of its own name,
 made from one template (``_template``) with the driver and its element types as its globals: its
@@ -14,9 +14,11 @@ compiled code and cache entry are its own.
 
 import types
 
+import numpy as np
 from numba import carray
 
-from .callbacks import BF16, F32, F64, I8, Callbacks
+from .._compact import FORMATS as COMPACT
+from .callbacks import Callbacks
 from .direct import direct_part, run_direct
 from .jobs import JOB_SIZE
 from .pair import run_direct_pair, run_pair
@@ -40,9 +42,11 @@ DIRECT = ("direct", "direct_part", "direct_pair")
 #: Drivers whose code runs a parallel region (the threading layer must be up before their code loads).
 PARALLEL = ("parallel", "split")
 
+_F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 #: Each format of the weights, by the dtype character of the weights array: the element types of
-#: the float arrays and of the weights, as empty arrays (constants in the compiled code).
-FORMATS = {"f": (F32, F32), "d": (F64, F64), "H": (F32, BF16), "b": (F32, I8)}
+#: the float arrays and of the weights, as empty arrays (constants in the compiled code): the exact
+#: float32 and float64 weights, and each compact format (``_compact.FORMATS``), computed in float32.
+FORMATS = {"f": (_F32, _F32), "d": (_F64, _F64)} | {dt.char: (_F32, np.zeros(0, dt)) for dt in COMPACT.values()}
 
 
 def _template(job):
