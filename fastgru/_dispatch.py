@@ -192,12 +192,11 @@ class Packed:
         ):
             return None
         n, s = X.shape[0], 1 if self._cell else X.shape[1]
-        plan = self.plans.__dict__.get((n, s, None, 0, None))
+        plan = self.plans.__dict__.get((n, s, None, 0, None, False))
         if plan is None:
             return None
         results = out if out is not None else tuple(np.empty(shape, dt) for shape in self.result_shapes(n, s))
-        lengths = plan.full if lengths is None else lengths
-        plan.expect((X, h0, lengths, NO_ROWS, self._no_att if A is None else A, results[0], results[-1]))
+        plan.expect(plan.complete((X, h0, lengths, NO_ROWS, A, results[0], results[-1])))
         return plan
 
     # ------------------------------------------------------------------ what a plan asks of its runner
@@ -285,13 +284,12 @@ class Unpacked(Packed):
             type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray
         ):
             return None
-        plan = self.plans.__dict__.get((1, 1, None, 0, None))
+        plan = self.plans.__dict__.get((1, 1, None, 0, None, False))
         if plan is None:
             return None
         results = [np.empty(shape, dt) for shape in self.result_shapes(1, 1)]
-        lengths = plan.full if lengths is None else lengths
         B = self.no_bias if B is None else B
-        plan.expect((X, h0, lengths, self._no_att if A is None else A, results[0], results[-1], W, R, B))
+        plan.expect(plan.complete((X, h0, lengths, A, results[0], results[-1], W, R, B)))
         return plan
 
     def layer_calls(self, n, s, strides, keep):

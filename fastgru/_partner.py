@@ -85,6 +85,17 @@ class Partner:
     takes its part of the steps that remain when it arrives.
     """
 
+    @property
+    def enabled(self):
+        """Whether one-row calls may take the partner: a change of it changes the roads calls take,
+        so it counts as a change of the tuning (``_tuning.GENERATION``: plans are made again)."""
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, value):
+        self._enabled = value
+        _tuning.GENERATION += 1
+
     def __init__(self):
         self.enabled = not off_reason()
         self.mailbox = pair.new_mailbox()

@@ -69,13 +69,6 @@ def road(layers, n, s, path=None, direct=False, wave_bytes=None):
     return Road(paths, needs, max(flops) >= _tuning.PAIR_WAKE_FLOPS, cut, race, path, direct)
 
 
-def generation():
-    """What a road was chosen under: the tuning's changes (``_tuning.GENERATION``) and the partner
-    thread (on or off; a forked child's is another). A plan made under another is made again."""
-    partner = _partner.PARTNER
-    return _tuning.GENERATION, partner.enabled, id(partner)
-
-
 def hoists(rows, n_steps, n_hidden, itemsize):
     """Whether a task of ``rows`` rows computes X·Wᵀ + bias for all its steps first (it fits in cache)."""
     return rows * n_steps * 3 * n_hidden * itemsize <= _tuning.HOIST_BYTES
@@ -108,11 +101,17 @@ def effective(paths, granted, mailbox, forced):
 
 
 def run(plan, arrays, entry):
-    """Run ``plan``'s call on its ``arrays`` (X, h0, lengths, state_rows, att, y, ho; a direct call's:
-    X, h0, lengths, att, y, ho, W, R, B) through its ``entry`` (``_kernels/entry.py``). Returns each
-    layer's path as it ran ('wave' for a wavefront's), or None when the entry found a shape or a
-    length other than the plan's (nothing was written)."""
+    """Run ``plan``'s call on its ``arrays`` (X, h0, lengths, att, y, ho; a direct call's: X, h0,
+    lengths, att, y, ho, W, R, B) through its ``entry`` (``_kernels/entry.py``). Returns each layer's
+    path as it ran ('wave' for a wavefront's), or None when the entry found a shape or a length other
+    than the plan's (nothing was written)."""
+    way = plan.static
+    if way is not None:  # a road of one way: nothing to take at run time
+        return way.paths if _enter(entry, arrays, way) >= 0 else None
     road = plan.road
+    if road.needs == "serial" and road.cut is None:
+        plan.static = way = plan.way(1, None, road.forced is not None)
+        return way.paths if _enter(entry, arrays, way) >= 0 else None
     if road.cut is not None:
         if road.forced == "wave":
             took = _wavefront(plan, arrays, entry, True)

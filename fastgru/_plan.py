@@ -26,7 +26,7 @@ from . import _paths, _scratch, _tuning
 from ._kernels.direct import direct_scratch
 from ._kernels.drivers import callback, task_callback
 from ._kernels.entry import entry
-from ._kernels.jobs import JOB, JOB_SIZE, SHAPED
+from ._kernels.jobs import JOB, JOB_SIZE
 from ._kernels.layout import CALL, rows_scratch, split_scratch
 from ._kernels.memory import LINE_BYTES, aligned
 from ._kernels.pair import jobs_worker
@@ -62,12 +62,14 @@ class Plan:
     (``_dispatch.canonical_strides``'s names; None: the op's); ``keep``: a row of length 0 keeps its
     state (streams, pools); ``path``: forced (``_paths.PATHS``, or 'wave')."""
 
-    __slots__ = ("runner", "n", "s", "keep", "generation", "road", "race", "calls", "lengths", "full", "shapes")
-    __slots__ += ("buffers", "ways", "large", "signature", "entry", "dtype", "results", "no_att", "no_bias")
+    __slots__ = ("runner", "n", "s", "keep", "generation", "road", "race", "calls", "lengths", "full", "rows")
+    __slots__ += ("shapes", "buffers", "ways", "static", "large", "signature", "entry", "dtype", "results")
+    __slots__ += ("no_att", "no_bias", "cell")
 
     def __init__(self, runner, arrays, n, s, strides=None, keep=0, path=None):
         self.runner, self.n, self.s, self.keep = runner, n, s, keep
-        self.generation = _paths.generation()
+        self.no_att = runner._no_att
+        self.generation = _tuning.GENERATION
         layers = runner.packs
         self.road = _paths.road(layers, n, s, path, runner.direct, runner.wave_bytes(n, s))
         self.race = _paths.Race() if self.road.race else None
@@ -77,13 +79,17 @@ class Plan:
         #: lengths passes ``full``: every step.
         self.lengths = np.ones(n, dtype=_I64)
         self.full = np.full(n, s, dtype=_I64)
+        #: The state rows the drivers read: none, or a state pool's step's, copied in at each call.
+        self.rows = NO_ROWS if runner.direct or arrays[3].size == 0 else np.zeros(n, dtype=_I64)
         arrays = self.complete(arrays)
-        self.shapes = _shapes(arrays, runner.direct)
+        self.shapes = [a.shape for a in arrays]
         widths = [p.n_dirs * p.n_hidden for p in layers]
         between = max(widths[:-1], default=0) * n * s
         #: The two buffers a stack's layers' Y and X alternate between.
         self.buffers = [aligned(between, runner.compute_dtype) for _ in range(2 if len(layers) > 1 else 0)]
         self.ways = {}
+        #: The one Way of a road that takes nothing at run time (every layer serial), once made.
+        self.static = None
         #: Whether a way's scratch was too large to keep (``_tuning.KEEP_SCRATCH_BYTES``): the plan
         #: then serves its call only.
         self.large = False
@@ -92,30 +98,29 @@ class Plan:
         #: What a call that took no checks needs beside: the results' dtype and shapes ((Ho,) for a
         #: cell, else (Y, Ho)), no attention, an absent B's zeros (a direct call's).
         self.dtype, self.results = runner.compute_dtype, runner.result_shapes(n, s)
-        self.no_att, self.no_bias = runner._no_att, getattr(runner, "no_bias", None)
+        self.cell, self.no_bias = len(self.results) == 1, getattr(runner, "no_bias", None)
 
     # ------------------------------------------------------------------------------- calls
 
     def complete(self, arrays):
-        """``arrays`` with the plan's lengths of every step for lengths None and no attention for att
-        None."""
-        direct = self.runner.direct
-        at_lengths, at_att = 2, 3 if direct else 4
-        if arrays[at_lengths] is not None and arrays[at_att] is not None:
-            return arrays
-        arrays = list(arrays)
-        if arrays[at_lengths] is None:
-            arrays[at_lengths] = self.full
-        if arrays[at_att] is None:
-            arrays[at_att] = self.runner._no_att
-        return tuple(arrays)
+        """The entry's arrays (X, h0, lengths, att, y, ho; a direct call's, then W, R, B) of a call's
+        ``arrays`` as ``Plan`` takes them: the plan's lengths of every step for lengths None, no
+        attention for att None, and the state rows of a pool's step copied into the plan's."""
+        if self.runner.direct:
+            X, h0, lengths, att, y, ho, W, R, B = arrays
+            weights = W, R, B
+        else:
+            X, h0, lengths, rows, att, y, ho = arrays
+            weights = ()
+            if rows.size:
+                self.rows[:] = rows
+        lengths = self.full if lengths is None else lengths
+        return X, h0, lengths, self.no_att if att is None else att, y, ho, *weights
 
     def run(self, arrays):
-        """Run a call (its arrays as ``Plan`` takes them, lengths and att given) through the entry
-        compiled for the plan's types; returns each layer's path as it ran (``_paths.run``), or None
+        """Run a call (the entry's arrays: ``complete``'s) through the entry compiled for the plan's
+        types; returns each layer's path as it ran (``_paths.run``), or None
         when a type, a shape or a length is not the plan's (nothing was written)."""
-        if self.entry is None:  # the plan's first call compiles (or loads) its entry
-            self.entry = entry(self.signature, self.runner.direct)
         try:
             return _paths.run(self, arrays, self.entry)
         except TypeError:  # another type than the plan's
@@ -125,9 +130,11 @@ class Plan:
         """The results of a prepared op's call that took no checks (``out`` as the op takes it), or
         None when anything is not the plan's and nothing was written: the caller then runs the full
         checks."""
+        if self.generation != _tuning.GENERATION:  # a plan of another tuning or partner
+            return None
         if out is None:
             results = tuple([np.empty(shape, self.dtype) for shape in self.results])
-        elif len(self.results) == 1:  # a cell's out is its Ho
+        elif self.cell:  # a cell's out is its Ho
             if type(out) is tuple:
                 return None
             results = (out,)
@@ -136,30 +143,37 @@ class Plan:
         else:
             return None
         lengths = self.full if lengths is None else lengths
-        att = self.no_att if A is None else A
-        return None if self.unchecked((X, h0, lengths, NO_ROWS, att, results[0], results[-1])) is None else results
+        att, y, ho = self.no_att if A is None else A, results[0], results[-1]
+        way = self.static
+        try:
+            if way is not None:  # the one way of its road: straight to the entry (Python is most of a small call)
+                return results if self.entry(X, h0, lengths, att, y, ho, way.jobs) >= 0 else None
+            return None if _paths.run(self, (X, h0, lengths, att, y, ho), self.entry) is None else results
+        except TypeError:  # another type than the plan's
+            return None
 
     def direct(self, X, h0, lengths, W, R, B, A):
         """The results of a function API's direct call that took no checks, or None (as ``__call__``)."""
+        if self.generation != _tuning.GENERATION:
+            return None
         results = tuple([np.empty(shape, self.dtype) for shape in self.results])
         lengths = self.full if lengths is None else lengths
         B = self.no_bias if B is None else B
-        arrays = (X, h0, lengths, self.no_att if A is None else A, results[0], results[-1], W, R, B)
-        return None if self.unchecked(arrays) is None else results
-
-    def unchecked(self, arrays):
-        """``run`` for a call that took no checks: None also when the plan is of another tuning or
-        partner (``_paths.generation``)."""
-        if self.generation != _paths.generation():
+        att, y, ho = self.no_att if A is None else A, results[0], results[-1]
+        way = self.static
+        try:
+            if way is not None:
+                return results if self.entry(X, h0, lengths, att, y, ho, W, R, B, way.jobs) >= 0 else None
+            return None if _paths.run(self, (X, h0, lengths, att, y, ho, W, R, B), self.entry) is None else results
+        except TypeError:  # another type than the plan's
             return None
-        return self.run(arrays)
 
     def expect(self, arrays):
         """Take the types of ``arrays`` (completed, as ``run`` takes them) as the plan's: a call of other
         types gets None from ``run``."""
         signature = numba.int64(*[numba.typeof(a) for a in arrays], numba.typeof(np.zeros((1, JOB_SIZE), _I64)))
-        if signature != self.signature:
-            self.signature, self.entry = signature, None
+        if signature != self.signature:  # compiled (or loaded from the cache) now, once per process
+            self.signature, self.entry = signature, entry(signature, self.runner.direct)
 
     # ------------------------------------------------------------------------------- ways
 
@@ -249,18 +263,17 @@ class Plan:
 def run_planned(runner, arrays, n, s, strides=None, keep=0, path=None):
     """Run a checked call of N rows and S steps through ``runner``'s plan of its shape on this thread
     (``Plan``'s arguments; lengths None: every step, att None: none), made on its first call, and
-    made again when the tuning changed or another caller's arrays have other shapes for the same
-    call shape (a pool's states, say). Returns each layer's path as it ran."""
+    made again when the tuning changed or another caller's arrays have other shapes or types for the
+    same call shape (a pool's states, int32 lengths, say). Returns each layer's path as it ran."""
     plans = runner.plans.__dict__
-    key = n, s, strides, keep, path
+    key = n, s, strides, keep, path, not runner.direct and arrays[3].size > 0
     plan = plans.get(key)
-    if plan is None or plan.generation != _paths.generation():
+    if plan is None or plan.generation != _tuning.GENERATION:
         plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
-    arrays = plan.complete(arrays)
-    ran = plan.run(arrays)
+    ran = plan.run(plan.complete(arrays))
     if ran is None:  # the same call shape with arrays of other shapes or types: a plan of their own
         plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
-        ran = plan.run(arrays)
+        ran = plan.run(plan.complete(arrays))
         if ran is None:
             raise RuntimeError(f"fastgru: a checked call did not fit its own plan ({runner!r}, {key})")
     if plan.large:  # its scratch is its call's only
@@ -283,7 +296,7 @@ def write_job(job, plan, k, layer, work, iwork, kept):
     in Python."""
     runner, last = plan.runner, len(plan.runner.packs) - 1
     packed = runner.packs[k]
-    fixed = {"call": layer.call, "work": work, "iwork": iwork, "lengths": plan.lengths, "state_rows": NO_ROWS}
+    fixed = {"call": layer.call, "work": work, "iwork": iwork, "lengths": plan.lengths, "state_rows": plan.rows}
     if packed.weights is not None:  # a direct call's W comes with each call
         fixed["weights"] = packed.weights
     if k > 0:  # a stack's layer reads the Y of the one before from the buffers they alternate between
@@ -299,11 +312,3 @@ def write_job(job, plan, k, layer, work, iwork, kept):
     job[JOB["steps"]], job[JOB["blocks"]], job[JOB["state_offset"]] = plan.s, layer.blocks, runner.offsets[k]
     job.view(np.float64)[JOB["clip"]] = packed.clip
     job[JOB["callback"]], job[JOB["tasks"]] = callback(layer.kind, packed.like), task_callback(layer.kind, packed.like)
-
-
-def _shapes(arrays, direct):
-    """The shapes of the call's arrays in ``jobs.SHAPED``'s order (X, h0, lengths, att, y, ho, and a
-    direct call's W, R, B)."""
-    shaped = arrays if direct else arrays[:3] + arrays[4:]  # without state_rows
-    assert len(shaped) <= len(SHAPED)
-    return [a.shape for a in shaped]

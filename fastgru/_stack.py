@@ -1,11 +1,11 @@
 """Stacks: prepared GRUSequence ops run one after another, the Y of each the X of the next, in one
-kernel call per request (``_kernels/stack.py``).
+kernel call per request (a plan of the stack, ``_plan.py``, with a job per layer).
 
 A stack keeps no weights of its own: its layers' packed weights, call descriptors and drivers are
-today's, and a layer of a stack takes the path (``_paths.choose``) a call of its op of that shape
-would. What the stack adds is the plumbing between the layers, made once per call shape (a
-``_Layout``): the strides that write a layer's Y as the next layer's (N, S, D·H) input into one of
-two buffers used in turn, and the place of each layer's states in one array.
+its ops', and a layer of a stack takes the path (``_paths.choose``) a call of its op of that shape
+would. What the stack adds is the plumbing between the layers, which its plans make once per call
+shape (``layer_calls``): the strides that write a layer's Y as the next layer's (N, S, D·H) input
+into one of two buffers used in turn, and the place of each layer's states in one array.
 
 **States.** A stack's state is one array (N, ``state_size``), each row the layers' states one
 after another, each layer's as its op's Ho row (D, H) flattened: for torch's stacks (every layer of

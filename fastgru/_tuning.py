@@ -77,7 +77,7 @@ def core_l2_bytes(cpu="/sys/devices/system/cpu/cpu0/cache"):
 
 
 #: A stack's layers run as a wavefront (a row's layers split between the calling thread and the
-#: partner, ``_kernels/stack.py``) only when each thread's part of the packed weights fits in this
+#: partner, ``_kernels/entry.py``) only when each thread's part of the packed weights fits in this
 #: many bytes, one core's L2: else the split of each row, whose halves do ("Tuning: a layer
 #: wavefront"; tests/test_stack.py).
 WAVE_MAX_BYTES = core_l2_bytes()

@@ -222,37 +222,52 @@ def make_case(
 # ------------------------------------------------------------------------------------ kernel paths
 
 
-#: The kernel each path of a layer names (``_paths.run``'s answer) runs.
-KERNEL_OF = {
-    "serial": "run_serial",
-    "parallel": "run_parallel",
-    "split": "run_split",
-    "pair": "run_pair",
-    "direct": "run_direct",
-    "direct_pair": "run_direct_pair",
-}
+def watch_entries(monkeypatch, see):
+    """From now on in the test, every kernel call tells ``see(kinds, answer)``: the driver of each of
+    its jobs ('serial', 'parallel', 'split', 'pair', 'direct', 'direct_pair'; ``_kernels/drivers.py``)
+    and the entry's answer (1 when the partner took its part). Plans compiled their entry when they
+    were made: the tuning's generation moves on, so that every plan is made again, with entries
+    that tell, and once more when the test ends."""
+    from fastgru import _plan, _tuning
+    from fastgru._kernels import drivers
+    from fastgru._kernels.jobs import JOB
+
+    made = _plan.entry
+
+    def kinds(jobs):
+        names = {compiled.address: kind for (kind, _), compiled in drivers._CALLBACKS._compiled.items()}
+        return [names[address] for address in jobs[:, JOB["callback"]]]
+
+    def telling(signature, direct=False):
+        entry = made(signature, direct)
+
+        def told(*args):
+            answer = entry(*args)
+            if answer >= 0:
+                see(kinds(args[-1]), answer)
+            return answer
+
+        return told
+
+    monkeypatch.setattr(_plan, "entry", telling)
+    # a change of the tuning table moves its generation on, and so does its undo: plans are made
+    # again now, with entries that tell, and again after the test, without them
+    monkeypatch.setattr(_tuning, "SPIN_US", _tuning.SPIN_US)
 
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The kernels that the test's calls ran, in order, by name, one per layer of each kernel call
-    (every call reaches the kernels through ``_paths._enter``): "run_serial", "run_parallel",
-    "run_split", "run_pair", or the function API's "run_direct" or "run_direct_pair"; "run_pair" is
-    "run_pair+" when the partner thread took the job (else the calling thread ran both halves), and
-    so is "run_direct_pair". Safe from any thread."""
-    from fastgru import _paths
-
+    """The kernels that the test's calls ran, in order, by name, one per layer of each kernel call:
+    "run_serial", "run_parallel", "run_split", "run_pair", or the function API's "run_direct" or
+    "run_direct_pair"; "run_pair" is "run_pair+" when the partner thread took the job (else the
+    calling thread ran both halves), and so is "run_direct_pair". Safe from any thread."""
     names = []
-    enter = _paths._enter
 
-    def seen(entry, arrays, way):
-        answer = enter(entry, arrays, way)
-        if answer >= 0:
-            taken = "+" if answer == 1 else ""
-            names.extend(KERNEL_OF[p] + (taken if p in ("pair", "direct_pair") else "") for p in way.paths)
-        return answer
+    def see(kinds, answer):
+        taken = "+" if answer == 1 else ""
+        names.extend("run_" + kind + (taken if kind in ("pair", "direct_pair") else "") for kind in kinds)
 
-    monkeypatch.setattr(_paths, "_enter", seen)
+    watch_entries(monkeypatch, see)
     return names
 
 

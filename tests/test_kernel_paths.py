@@ -150,11 +150,11 @@ def test_split_rows_from_four_python_threads_at_once(monkeypatch, kernels_run, p
 _THREAD_COUNTS = textwrap.dedent("""
     import numba, numpy as np, fastgru
     from fastgru import _paths, _partner, _tuning
+    import pytest, sys
+    sys.path.insert(0, sys.argv[1])  # tests/: conftest's watch_entries
+    from conftest import watch_entries
     ran = []
-    def entered(entry, arrays, way, _enter=_paths._enter):
-        ran.extend("run_" + path for path in way.paths)
-        return _enter(entry, arrays, way)
-    _paths._enter = entered
+    watch_entries(pytest.MonkeyPatch(), lambda kinds, answer: ran.extend("run_" + kind for kind in kinds))
     _tuning.SERIAL_BELOW_FLOPS = 0
     _tuning.SPLIT_FROM_HIDDEN = _tuning.SPLIT_FROM_STEPS = 1
     _partner.PARTNER.enabled = False  # single rows: the Numba split, which uses the thread count
@@ -189,6 +189,7 @@ def test_the_same_bits_for_one_to_four_threads(threads):
     """Uneven batches shared among 2, 3 and 4 threads (in a process with NUMBA_NUM_THREADS of 3 or 4:
     more threads than cores here) give the bits of one thread."""
     env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
-    done = subprocess.run([sys.executable, "-c", _THREAD_COUNTS], env=env, capture_output=True, text=True, timeout=600)
+    run = [sys.executable, "-c", _THREAD_COUNTS, os.path.dirname(__file__)]
+    done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split("\n")[-2] == str(list(range(2, threads + 1)))

@@ -11,10 +11,11 @@ import time
 import numba
 import numpy as np
 import pytest
+from conftest import watch_entries
 from partner_control import HANG_SECONDS, partner_on_a_clock, spinning_partner, until
 
 import fastgru
-from fastgru import _partner, _paths, _tuning
+from fastgru import _partner, _tuning
 from fastgru._kernels import pair
 
 pytestmark = [
@@ -39,15 +40,12 @@ def _taken(monkeypatch):
     """Record the pair driver's answers, by the full path or a plan (1 when the partner took the job; a
     call the partner does not join runs run_serial instead, unrecorded)."""
     answers = []
-    enter = _paths._enter
 
-    def seen(entry, arrays, way):
-        answer = enter(entry, arrays, way)
-        if answer >= 0 and "pair" in way.paths:
+    def see(kinds, answer):
+        if "pair" in kinds:
             answers.append(answer)
-        return answer
 
-    monkeypatch.setattr(_paths, "_enter", seen)
+    watch_entries(monkeypatch, see)
     return answers
 
 

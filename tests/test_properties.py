@@ -4,17 +4,15 @@ stacked, and the same bits on one and on two threads. Every element is computed 
 operations whatever the batch, the steps, the directions and the threads, so each invariant holds
 to the bit."""
 
-from unittest import mock
-
 import numba
 import numpy as np
 import pytest
-from conftest import make_case
+from conftest import make_case, watch_entries
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import fastgru
-from fastgru import _paths, _tuning
+from fastgru import _tuning
 
 SEEDS = st.integers(0, 2**32 - 1)
 ACTIVATIONS = st.tuples(*[st.sampled_from(["relu", "sigmoid", "tanh"])] * 2)
@@ -145,17 +143,10 @@ def test_the_same_bits_for_one_and_two_threads(shapes, seed, op):
         case = make_case(rng, direction=op, **shapes)
         run = fastgru.gru_sequence
     ran = []
-    enter = _paths._enter
-
-    def entered(entry, arrays, way):
-        ran.append("run_" + way.paths[0])
-        return enter(entry, arrays, way)
-
-    with (
-        mock.patch.object(_tuning, "SERIAL_BELOW_FLOPS", 0),
-        mock.patch.object(_tuning, "PAIR_WAKE_FLOPS", 0),
-        mock.patch.object(_paths, "_enter", entered),
-    ):
+    with pytest.MonkeyPatch.context() as patch:
+        watch_entries(patch, lambda kinds, answer: ran.append("run_" + kinds[0]))
+        patch.setattr(_tuning, "SERIAL_BELOW_FLOPS", 0)
+        patch.setattr(_tuning, "PAIR_WAKE_FLOPS", 0)
         with fastgru.threads(1):
             one = run(**case.inputs, **case.attrs)
         with fastgru.threads(2):

@@ -288,7 +288,7 @@ def test_the_race_leaves_out_calls_that_found_no_second_thread(monkeypatch):
 
     stack, arrays, expected = _raced_stack(monkeypatch, 17)
     monkeypatch.setattr(_partner.PARTNER, "lease", lambda wake: contextlib.nullcontext(False))
-    race = stack.plans.__dict__.setdefault((1, 20, None, 0, None), _plan.Plan(stack, arrays, 1, 20)).race
+    race = stack.plans.__dict__.setdefault((1, 20, None, 0, None, False), _plan.Plan(stack, arrays, 1, 20)).race
     with fastgru.threads(2):
         for current in (True, False):  # the wavefront, then the paths, the current way
             race.current = current

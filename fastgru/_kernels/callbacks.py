@@ -16,6 +16,7 @@ from numba.extending import intrinsic
 
 from .._config import kernel
 from .._threading import start_pool
+from .memory import element_pointer
 
 SIGNATURE = types.int64(types.CPointer(types.int64))
 
@@ -44,18 +45,20 @@ class Callbacks:
 
 
 @intrinsic
-def call_job(typingctx, address, job):
-    """Call the C function int64(int64*) at ``address`` with the data of the int64 array ``job``."""
-    if not isinstance(address, types.Integer) or not isinstance(job, types.Array):
+def call_job(typingctx, address, jobs, at):
+    """Call the C function int64(int64*) at ``address`` with a pointer to element ``at`` of the
+    C-contiguous int64 array ``jobs`` (a job's first element: row k of jobs (L, JOB_SIZE) is at
+    k·JOB_SIZE). A pointer, not a view of the row: a view of an array that Python made counts a
+    reference, an atomic operation, where it is made and where it goes."""
+    if not isinstance(address, types.Integer) or not isinstance(jobs, types.Array) or not isinstance(at, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
         function = ir.FunctionType(ir.IntType(64), [ir.IntType(64).as_pointer()])
         target = builder.inttoptr(args[0], function.as_pointer())
-        data = context.make_array(signature.args[1])(context, builder, args[1]).data
-        return builder.call(target, [data])
+        return builder.call(target, [element_pointer(context, builder, signature.args[1], args[1], args[2])])
 
-    return types.int64(address, job), codegen
+    return types.int64(address, jobs, at), codegen
 
 
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): nothing compiles, so a callback's address
@@ -69,5 +72,6 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): nothing compiles, s
 
     Callbacks.address = _python_address
 
-    def call_job(address, job):  # noqa: F811
-        return _BY_ADDRESS[int(address)](ctypes.cast(job.ctypes.data, ctypes.POINTER(ctypes.c_int64)))
+    def call_job(address, jobs, at):  # noqa: F811
+        pointer = ctypes.cast(jobs.ctypes.data + int(at) * jobs.itemsize, ctypes.POINTER(ctypes.c_int64))
+        return _BY_ADDRESS[int(address)](pointer)

@@ -93,6 +93,7 @@ def run_direct(job, like, weights_like):
     o = direct_scratch(n_inputs, n_hidden, y.itemsize)
     clip_at = y.dtype.type(clip)
     length, w = lengths[0], work
+    units = np.int64(0), n_hidden
     for d in range(c.n_dirs):
         so, yo, bias_at = d * c.s_dir, d * c.y_dir, d * B.shape[1]
         for j in range(n_hidden):
@@ -118,20 +119,16 @@ def run_direct(job, like, weights_like):
                 hg = o.c2 + 2 * n_hidden - first
             activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
             score = load(att, 0) if att.size > 0 else w.dtype.type(0)
-            units = np.int64(0), n_hidden
             update_state(w, o.c, hg, (o.state, o.state), (att.size > 0, score), y, yo, units)
-        finish_row(
-            w, o.state, length == 0 and not c.keep, (y, yo, c.y_step), (length, 1), ho, so, (np.int64(0), n_hidden)
-        )
+        finish_row(w, o.state, length == 0 and not c.keep, y, (yo, c.y_step), (length, 1), ho, so, units)
     return 0
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def _direct_half(c, weights, clip_at, att, y, w, o, item, buf):
-    """Half ``half`` of phase ``phase`` of the step (``item`` = (phase, half); see the module), with
-    ``weights`` = (W, R, B), packing panels at ``buf``."""
-    W, R, B = weights
-    phase, half = item
+def _direct_half(c, W, R, B, att, y, w, o, item):
+    """Half ``half`` of phase ``phase`` of the step (``item`` = (phase, half, clip, buf); see the
+    module), packing panels at ``buf``."""
+    phase, half, clip_at, buf = item
     n_hidden = c.n_hidden
     h3 = 3 * n_hidden
     p = panels(n_hidden, w.itemsize)
@@ -183,11 +180,11 @@ def direct_part(job, like, weights_like):
         for k in range(2):
             half = worker if k == 0 else other
             if claim(iwork, io, m, half, other):
-                _direct_half(c, (W, R, B), clip_at, att, y, work, o, (m, half), o.panel + worker * K_ROWS * p.nr)
+                _direct_half(c, W, R, B, att, y, work, o, (m, half, clip_at, o.panel + worker * K_ROWS * p.nr))
                 atomic_add(iwork, io.done + m, 1)
         wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)
-    finish_row(work, o.state, length == 0 and not c.keep, (y, 0, c.y_step), (length, 1), ho, 0, (u0, u1))
+    finish_row(work, o.state, length == 0 and not c.keep, y, (np.int64(0), c.y_step), (length, 1), ho, 0, (u0, u1))
     return 0
 
 

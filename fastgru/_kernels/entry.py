@@ -3,7 +3,7 @@ the plan's **jobs** (``jobs.py``; one per layer of a stack, one for an op), whic
 else, and runs each job through its driver's C callback (``drivers.py``); a direct call's entry
 (``direct.py``) adds the caller's W, R and B to its job first.
 
-Numba's dispatcher unboxes eight arguments instead of a driver's dozen, and looks at each one's type
+Numba's dispatcher unboxes seven arguments instead of a driver's dozen, and looks at each one's type
 on every call: ``entry(signature)`` is the entry compiled for exactly one plan's types, which
 raises TypeError for others instead of compiling: that look is the plan's check of the types (a
 prepared op's call that took no checks: ``fastgru._plan``). The entry then compares the arrays'
@@ -30,23 +30,24 @@ from .pair import finish, post_jobs
 _STEPS, _SHAPES, _CUT, _PROGRESS, _MAILBOX, _WORKER = (
     JOB[n] for n in ("steps", "shapes", "cut", "progress", "mailbox", "worker")
 )
-_LENGTHS, _STATE_ROWS, _WEIGHTS, _R, _B = (JOB[n] for n in ("lengths", "state_rows", "weights", "R", "B"))
+_LENGTHS, _WEIGHTS, _R, _B = (JOB[n] for n in ("lengths", "weights", "R", "B"))
 
 
 @kernel(inline=True)  # compiled on its own, it took a specialisation per rank and k: 12 of them
-def _differs(shape, job, k):
-    """Whether ``shape`` (an array's) is not the k-th of the job's shapes (``SHAPED``)."""
+def _differs(shape, jobs, k):
+    """Whether ``shape`` (an array's) is not the k-th of the first job's shapes (``SHAPED``). The
+    jobs are read as jobs[0, i]: a view jobs[0] of an array Python made would count a reference."""
     for axis in range(len(shape)):
-        if shape[axis] != job[_SHAPES + 4 * k + axis]:
+        if shape[axis] != jobs[0, _SHAPES + 4 * k + axis]:
             return True
     return False
 
 
 @kernel(inline=True)
-def _took_lengths(lengths, job):
-    """Copy ``lengths`` into the job's int64 lengths buffer; False if one lies outside [0, S]."""
-    steps = job[_STEPS]
-    kept = carray(pointer_to(job[_LENGTHS], job), (job[_LENGTHS + 1],))
+def _took_lengths(lengths, jobs):
+    """Copy ``lengths`` into the jobs' int64 lengths buffer; False if one lies outside [0, S]."""
+    steps = jobs[0, _STEPS]
+    kept = carray(pointer_to(jobs[0, _LENGTHS], jobs), (jobs[0, _LENGTHS + 1],))
     for b in range(lengths.size):
         length = lengths[b]
         if length < 0 or length > steps:
@@ -56,29 +57,28 @@ def _took_lengths(lengths, job):
 
 
 @kernel(inline=True)  # into each entry: compiled in them, not on its own
-def _run(X, h0, lengths, state_rows, att, y, ho, jobs):
+def _run(X, h0, lengths, att, y, ho, jobs):
     """The plan's jobs on the call's arrays; returns the largest answer of the drivers (0; a pair
     driver's, a wavefront's: 1 when the partner took its part), or -1 when a shape differs from the
     plan's or a sequence length lies outside [0, S] (nothing was written but the lengths buffer).
     The shapes are compared in ``jobs.SHAPED``'s order."""
-    head = jobs[0]
     if (
-        _differs(X.shape, head, 0)
-        or _differs(h0.shape, head, 1)
-        or _differs(lengths.shape, head, 2)
-        or _differs(att.shape, head, 3)
-        or _differs(y.shape, head, 4)
-        or _differs(ho.shape, head, 5)
-        or not _took_lengths(lengths, head)
+        _differs(X.shape, jobs, 0)
+        or _differs(h0.shape, jobs, 1)
+        or _differs(lengths.shape, jobs, 2)
+        or _differs(att.shape, jobs, 3)
+        or _differs(y.shape, jobs, 4)
+        or _differs(ho.shape, jobs, 5)
+        or not _took_lengths(lengths, jobs)
     ):
         return -1
-    fill_jobs(jobs, X, h0, state_rows, att, y, ho)
-    cut = head[_CUT]
+    fill_jobs(jobs, X, h0, att, y, ho)
+    cut = jobs[0, _CUT]
     if cut == 0:
         return run_jobs(jobs, np.int64(0), jobs.shape[0])
-    mailbox = carray(pointer_to(head[_MAILBOX], head), (MAILBOX_SIZE,))
-    atomic_store(carray(pointer_to(head[_PROGRESS], head), (1,)), 0, 0)
-    post_jobs(mailbox, head[_WORKER], jobs, cut)
+    mailbox = carray(pointer_to(jobs[0, _MAILBOX], jobs), (MAILBOX_SIZE,))
+    atomic_store(carray(pointer_to(jobs[0, _PROGRESS], jobs), (1,)), 0, 0)
+    post_jobs(mailbox, jobs[0, _WORKER], jobs, cut)
     run_jobs(jobs, np.int64(0), cut)
     if finish(mailbox):
         return 1
@@ -86,21 +86,19 @@ def _run(X, h0, lengths, state_rows, att, y, ho, jobs):
     return 0
 
 
-def _run_plan(X, h0, lengths, state_rows, att, y, ho, jobs):
+def _run_plan(X, h0, lengths, att, y, ho, jobs):
     """``_run``: the entry of every call but a direct one."""
-    return _run(X, h0, lengths, state_rows, att, y, ho, jobs)
+    return _run(X, h0, lengths, att, y, ho, jobs)
 
 
 def _run_direct_plan(X, h0, lengths, att, y, ho, W, R, B, jobs):
     """The entry of a direct call's job, with the caller's W, R and B (their shapes compared with the
-    plan's too); the job's state rows, none, are the plan's."""
-    head = jobs[0]
-    if _differs(W.shape, head, 6) or _differs(R.shape, head, 7) or _differs(B.shape, head, 8):
+    plan's too)."""
+    if _differs(W.shape, jobs, 6) or _differs(R.shape, jobs, 7) or _differs(B.shape, jobs, 8):
         return -1
-    head[_WEIGHTS], head[_WEIGHTS + 1] = address_of(W), W.size
-    head[_R], head[_R + 1], head[_B], head[_B + 1] = address_of(R), R.size, address_of(B), B.size
-    state_rows = carray(pointer_to(head[_STATE_ROWS], head), (head[_STATE_ROWS + 1],))
-    return _run(X, h0, lengths, state_rows, att, y, ho, jobs)
+    jobs[0, _WEIGHTS], jobs[0, _WEIGHTS + 1] = address_of(W), W.size
+    jobs[0, _R], jobs[0, _R + 1], jobs[0, _B], jobs[0, _B + 1] = address_of(R), R.size, address_of(B), B.size
+    return _run(X, h0, lengths, att, y, ho, jobs)
 
 
 _ENTRIES = {}

@@ -92,24 +92,21 @@ def task_jobs(job, iwork, count):
     return jobs
 
 
-@kernel()
-def fill_jobs(jobs, X, h0, state_rows, att, y, ho):
+@kernel(inline=True)  # into the entry, whose call of it took longer than the writes
+def fill_jobs(jobs, X, h0, att, y, ho):
     """Write a call's arrays into its jobs (L, JOB_SIZE), one per layer of a stack (one for an op): X
     into the first, y into the last, the states into every one, each layer's from its
-    ``state_offset`` on (h0 and ho may be one array: updated in place), and the state rows and att."""
+    ``state_offset`` on (h0 and ho may be one array: updated in place), and att. The state rows
+    are the plan's (a state pool's step copies its ids there)."""
     n_layers = jobs.shape[0]
     itemsize = y.itemsize
-    for k in range(n_layers):
-        job = jobs[k]
-        if k == 0:
-            job[_X], job[_X + 1] = address_of(X), X.size
-        if k == n_layers - 1:
-            job[_Y], job[_Y + 1] = address_of(y), y.size
-        offset = job[_OFFSET]
-        job[_H0], job[_H0 + 1] = address_of(h0) + offset * itemsize, h0.size - offset
-        job[_HO], job[_HO + 1] = address_of(ho) + offset * itemsize, ho.size - offset
-        job[_STATE_ROWS], job[_STATE_ROWS + 1] = address_of(state_rows), state_rows.size
-        job[_ATT], job[_ATT + 1] = address_of(att), att.size
+    jobs[0, _X], jobs[0, _X + 1] = address_of(X), X.size
+    jobs[n_layers - 1, _Y], jobs[n_layers - 1, _Y + 1] = address_of(y), y.size
+    for k in range(n_layers):  # jobs[k, i], not a view jobs[k]: a view counts a reference
+        offset = jobs[k, _OFFSET]
+        jobs[k, _H0], jobs[k, _H0 + 1] = address_of(h0) + offset * itemsize, h0.size - offset
+        jobs[k, _HO], jobs[k, _HO + 1] = address_of(ho) + offset * itemsize, ho.size - offset
+        jobs[k, _ATT], jobs[k, _ATT + 1] = address_of(att), att.size
 
 
 @kernel()
@@ -118,5 +115,5 @@ def run_jobs(jobs, k0, k1):
     largest answer (a pair driver's is 1 when the partner took its part)."""
     answer = 0
     for k in range(k0, k1):
-        answer = max(answer, call_job(jobs[k, _CALLBACK], jobs[k]))
+        answer = max(answer, call_job(jobs[k, _CALLBACK], jobs, k * JOB_SIZE))
     return answer

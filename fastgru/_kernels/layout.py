@@ -20,7 +20,7 @@ weights    ``pack_weights``' flat array: Wᵀ, then Rᵀ, in panels, then the bi
 call       the descriptor: sizes, attributes (reverse: bit d set when direction d runs t = L-1,
            ..., 0; lbr; f and g activation codes; keep: a row of length 0 keeps its initial state in
            ho, for streams and pools, instead of zero; hoist: a task computes X·Wᵀ + bias for all its
-           rows and steps first), strides, and a stack's wavefront (``stack.py``): wait, the
+           rows and steps first), strides, and a stack's wavefront (``entry.py``): wait, the
            address of an int64 counter that step s waits to exceed s before it reads X (0: none);
            post, that of one it sets to s + 1 once step s's Y is written (0: none).
 clip       float: clip (0: none).

@@ -13,7 +13,7 @@ that runs it, and the posted jobs' address, rows and row length: ``post_jobs``).
 loop).
 
 Three kinds of posting: a split row's worker 1 (``run_pair``), a direct call's (``run_direct_pair``),
-and a stack's later layers (``stack.run_stack_pair``). A call posts, runs its own part, then
+and a stack's later layers (a wavefront: ``entry.py``). A call posts, runs its own part, then
 withdraws the posting if the partner has not taken it (POSTED -> IDLE) and runs it itself: it never
 waits for a partner that has not started. Once the partner has taken a split row's (or a direct
 call's) worker 1, the two workers meet at every item (``split.py``), and the caller waits for the
@@ -27,7 +27,7 @@ from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
 from .callbacks import Callbacks, call_job
 from .direct import direct_tasks
-from .jobs import JOB, run_jobs
+from .jobs import JOB, JOB_SIZE, run_jobs
 from .memory import aligned
 from .split import split_tasks
 
@@ -68,10 +68,10 @@ def share(jobs, job):
     too if the partner has not taken it. Returns 1 if the partner took it, else 0."""
     mailbox = carray(pointer_to(job[_MAILBOX], job), (SIZE,))
     post_jobs(mailbox, job[_JOB_WORKER], jobs, np.int64(1))
-    call_job(jobs[0, _CALLBACK], jobs[0])
+    call_job(jobs[0, _CALLBACK], jobs, np.int64(0))
     if finish(mailbox):
         return 1
-    call_job(jobs[1, _CALLBACK], jobs[1])  # withdrawn: ours
+    call_job(jobs[1, _CALLBACK], jobs, np.int64(JOB_SIZE))  # withdrawn: ours
     return 0
 
 
@@ -123,7 +123,7 @@ def serve(mailbox, spin_cycles):
             spin_pause()
             state = atomic_load(mailbox, STATE)
         if atomic_swap(mailbox, STATE, POSTED, TAKEN):
-            call_job(mailbox[_WORKER], mailbox)
+            call_job(mailbox[_WORKER], mailbox, np.int64(0))
             atomic_store(mailbox, STATE, FINISHED)
 
 

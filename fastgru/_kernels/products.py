@@ -27,15 +27,13 @@ def tile_rows(n):
     return ROWS_0 if n >= ROWS_0 else (ROWS_1 if n >= ROWS_1 else ROWS_2)
 
 
-def _panels_in_tiles(C, A, W, span, rows, group):
+def _panels_in_tiles(c, a, panels, at, rows, group):
     """C[:rows, (q - p0)*NR ...] += Aᵀ · panel q for the panels q = p, p + 1, ... in tiles of ``group``
-    panels while a whole group fits before p1; returns the first panel left. C = (c, c0, ldc): C's
-    row r at c0 + r*ldc in ``c``; A = (a, a0): the tile A (k_len, rows) at a0 in ``a``; W = (panels,
-    base, stride, k_len): panel q at base + q*stride in ``panels``; span = (p, p0, p1, NR)."""
-    c, c0, ldc = C
-    a, a0 = A
-    panels, base, stride, k_len = W
-    p, p0, p1, nr = span
+    panels while a whole group fits before p1; returns the first panel left. ``at`` = (c0, ldc, a0,
+    base, stride, k_len, p, p0, p1, NR): C's row r at c0 + r*ldc in ``c``, the tile A (k_len, rows)
+    at a0 in ``a``, panel q at base + q*stride in ``panels``. The offsets travel as one tuple of
+    integers, the arrays on their own: a tuple holding an array costs a reference count per call."""
+    c0, ldc, a0, base, stride, k_len, p, p0, p1, nr = at
     while p + group <= p1:
         tile_fma(
             c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, rows, group, PANEL_VECTORS
@@ -45,39 +43,39 @@ def _panels_in_tiles(C, A, W, span, rows, group):
 
 
 @overload(_panels_in_tiles, prefer_literal=True, jit_options=JIT_OPTIONS)
-def _panels_in_tiles_literal(C, A, W, span, rows, group):
+def _panels_in_tiles_literal(c, a, panels, at, rows, group):
     # Compiled once per (rows, group) pair, which stay literals: tile_fma unrolls its tile by them.
     return _panels_in_tiles
 
 
 @kernel()
-def product(C, A, rows, W, p0, p1, nr):
-    """C[:rows, (p - p0)*NR ...] += Aᵀ · panel p for panels p0..p1; C = (c, c0, ldc): C's row r at
-    c0 + r*ldc in ``c``; A = (a, a0): the tile A (k_len, rows) at a0 in ``a``; W = (panels, base,
-    k_len): the panels from ``base`` in ``panels``; ``rows`` one of tile_rows'. The geometry's tile
-    of ``rows`` rows takes its number of panels at a time, then one."""
-    panels, base, k_len = W
-    W = panels, base, panel_size(k_len, nr, panels), k_len
+def product(c, a, panels, rows, at):
+    """C[:rows, (p - p0)*NR ...] += Aᵀ · panel p for panels p0..p1, ``at`` = (c0, ldc, a0, base, k_len,
+    p0, p1, NR): C's row r at c0 + r*ldc in ``c``, the tile A (k_len, rows) at a0 in ``a``, the panels
+    from ``base`` in ``panels``; ``rows`` one of tile_rows'. The geometry's tile of ``rows`` rows
+    takes its number of panels at a time, then one."""
+    c0, ldc, a0, base, k_len, p0, p1, nr = at
+    stride = panel_size(k_len, nr, panels)
     if rows == ROWS_0:
-        p = _panels_in_tiles(C, A, W, (p0, p0, p1, nr), ROWS_0, PANELS_0)
-        _panels_in_tiles(C, A, W, (p, p0, p1, nr), ROWS_0, 1)
+        p = _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p0, p0, p1, nr), ROWS_0, PANELS_0)
+        _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p, p0, p1, nr), ROWS_0, 1)
     elif rows == ROWS_1:
-        p = _panels_in_tiles(C, A, W, (p0, p0, p1, nr), ROWS_1, PANELS_1)
-        _panels_in_tiles(C, A, W, (p, p0, p1, nr), ROWS_1, 1)
+        p = _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p0, p0, p1, nr), ROWS_1, PANELS_1)
+        _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p, p0, p1, nr), ROWS_1, 1)
     else:
-        p = _panels_in_tiles(C, A, W, (p0, p0, p1, nr), ROWS_2, PANELS_2)
-        _panels_in_tiles(C, A, W, (p, p0, p1, nr), ROWS_2, 1)
+        p = _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p0, p0, p1, nr), ROWS_2, PANELS_2)
+        _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p, p0, p1, nr), ROWS_2, 1)
 
 
 @kernel()
-def product_row(c, c0, a, a0, W, p0, p1, nr):
-    """``product`` of one row (a split row's): C's row at c0 in ``c``, A's at a0 in ``a``, W = (panels,
-    base, k_len). A kernel of its own, so that the one-row tile is all its body, as ``product``
-    called with literal ``rows`` and ``ldc`` would be compiled once more for them."""
-    panels, base, k_len = W
-    C, A, W = (c, c0, np.int64(0)), (a, a0), (panels, base, panel_size(k_len, nr, panels), k_len)  # ldc 0: one row
-    p = _panels_in_tiles(C, A, W, (p0, p0, p1, nr), ROWS_2, PANELS_2)
-    _panels_in_tiles(C, A, W, (p, p0, p1, nr), ROWS_2, 1)
+def product_row(c, a, panels, at):
+    """``product`` of one row (a split row's): ``at`` = (c0, a0, base, k_len, p0, p1, NR), C's row at
+    c0 in ``c``, A's at a0 in ``a``. A kernel of its own, so that the one-row tile is all its body,
+    as ``product`` called with literal ``rows`` and ``ldc`` would be compiled once more for them."""
+    c0, a0, base, k_len, p0, p1, nr = at
+    stride, ldc = panel_size(k_len, nr, panels), np.int64(0)  # one row: no row after it
+    p = _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p0, p0, p1, nr), ROWS_2, PANELS_2)
+    _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p, p0, p1, nr), ROWS_2, 1)
 
 
 @kernel()
@@ -96,44 +94,40 @@ def pack(a, a0, src, iwork, offsets, n, k_len):
 
 
 @kernel()
-def product_rows(C, A, n, W, p0, p1, nr):
+def product_rows(c, a, panels, n, at):
     """C[i, (p - p0)*NR ...] += A_i · panel p for rows i < n (packed by ``pack``) and panels p0..p1;
-    C = (c, c0, ldc): C's row i at c0 + i*ldc in ``c``; A = (a, a0): the packed rows at a0 in ``a``;
-    W = (panels, base, k_len). Panels run outermost, four at a time, and every tile of rows uses
-    them while they are in cache."""
-    c, c0, ldc = C
-    a, a0 = A
-    k_len = W[2]
+    ``at`` = (c0, ldc, a0, base, k_len, p0, p1, NR): C's row i at c0 + i*ldc in ``c``, the packed rows
+    at a0 in ``a``, the panels from ``base`` in ``panels``. Panels run outermost, four at a time, and
+    every tile of rows uses them while they are in cache."""
+    c0, ldc, a0, base, k_len, p0, p1, nr = at
     p = p0
     while p < p1:
         group = min(4, p1 - p)
         i0 = 0
         while i0 < n:
             rows = tile_rows(n - i0)
-            product((c, c0 + i0 * ldc + (p - p0) * nr, ldc), (a, a0 + i0 * k_len), rows, W, p, p + group, nr)
+            product(
+                c, a, panels, rows, (c0 + i0 * ldc + (p - p0) * nr, ldc, a0 + i0 * k_len, base, k_len, p, p + group, nr)
+            )
             i0 += rows
         p += group
 
 
 @kernel()
-def project(X, rows, W, n_hidden, out, A, span):
-    """The input gates X·Wᵀ + bias of n ≤ CHUNK_ROWS rows, for the columns of panels p0..p1: rows =
-    (iwork, offsets, n): row i at X[iwork[offsets + i]]; W = (weights, w_base, bias_at, n_inputs):
-    Wᵀ's panels at w_base and the bias [Bz, Br, Bh|Wbh] at bias_at in ``weights``, n_inputs the
-    length of a row; out = (out, o0, ldc): row i to out[o0 + i*ldc + col]; A = (a, a0): where the
-    packed rows go; span = (p0, p1, NR). The padding past 3H is zero."""
-    iwork, offsets, n = rows
-    weights, w_base, bias_at, n_inputs = W
-    buf, o0, ldc = out
-    a, a0 = A
-    p0, p1, nr = span
+def project(X, iwork, weights, out, a, at):
+    """The input gates X·Wᵀ + bias of n ≤ CHUNK_ROWS rows, for the columns of panels p0..p1; ``at`` =
+    (offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, NR): row i at
+    X[iwork[offsets + i]], n_inputs long; Wᵀ's panels at w_base and the bias [Bz, Br, Bh|Wbh] at
+    bias_at in ``weights``; row i to out[o0 + i*ldc + col]; the packed rows at a0 in ``a``. The
+    padding past 3H is zero."""
+    offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, nr = at
     gate_cols = 3 * n_hidden
     c0, c1 = p0 * nr, p1 * nr
     for i in range(n):
         row = o0 + i * ldc
         for col in range(c0, min(c1, gate_cols)):
-            store(buf, row + col, load_as(weights, bias_at + col, buf))
+            store(out, row + col, load_as(weights, bias_at + col, out))
         for col in range(max(c0, gate_cols), c1):
-            store(buf, row + col, 0)  # padding: computed, never read
+            store(out, row + col, 0)  # padding: computed, never read
     pack(a, a0, X, iwork, offsets, n, n_inputs)
-    product_rows((buf, o0 + c0, ldc), A, n, (weights, w_base, n_inputs), p0, p1, nr)
+    product_rows(out, a, weights, n, (o0 + c0, ldc, a0, w_base, n_inputs, p0, p1, nr))

@@ -11,7 +11,7 @@ per step. The rows still running at a step are processed in chunks of up to CHUN
 and within a chunk in the geometry's tiles of rows that share each load of the weights, weight
 panels outermost so that each is read once per chunk and step.
 
-In a stack's wavefront (``stack.py``) the call descriptor's ``post`` and ``wait`` make a task post
+In a stack's wavefront (``entry.py``) the call descriptor's ``post`` and ``wait`` make a task post
 each step it has written and wait for each step of X it reads; such a task projects WAVE_STEPS
 steps at a time when it hoists.
 
@@ -29,13 +29,14 @@ from .._config import kernel
 from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
 from .callbacks import call_job
-from .jobs import JOB, job_arrays, task_jobs
+from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
 from .products import pack, product_rows, project
 from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
 
-_TASK, _BLOCKS, _CALLBACK = JOB["task"], JOB["blocks"], JOB["callback"]
+_TASK, _BLOCKS, _CALLBACK, _CALL, _CLIP = JOB["task"], JOB["blocks"], JOB["callback"], JOB["call"], JOB["clip"]
+_WORK, _IWORK = JOB["work"], JOB["iwork"]
 
 
 @kernel()
@@ -58,10 +59,11 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
         store(iwork, counts + lengths[b], place + 1)
 
 
-#: What the pieces of ``run_serial`` share: a task's arrays (``layout.py``), its float and int64
-#: scratch ``w`` and ``iwork`` with their offsets ``o`` and ``io`` (``layout.rows_scratch``), the call
-#: descriptor ``c``, the Panels ``p``, the task's first row ``lo`` and rows ``n_rows``, the clip.
-Task = namedtuple("Task", "X h0 lengths state_rows att y ho weights w iwork c p o io lo n_rows clip_at")
+#: What the pieces of ``run_serial`` share, integers all (a tuple holding an array costs a reference
+#: count where it is made and where it goes): the call descriptor ``c``, the Panels ``p``, the
+#: scratch offsets ``o`` and ``io`` (``layout.rows_scratch``), the task's rows [lo, lo + n_rows),
+#: where its part of the job's float and int64 scratch starts, and the clip (a float).
+Task = namedtuple("Task", "c p o io lo n_rows work_at iwork_at clip_at")
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
@@ -74,40 +76,40 @@ def run_serial(job, like, weights_like):
     function for both, with the task in the job, not a loop around a function of a task's rows:
     Numba links a callee's code into each of its callers and LLVM optimises it again there
     (docs/tuning.md, "One compilation of each driver's body")."""
-    X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, weights_like)
+    c = read_call(carray(pointer_to(job[_CALL], job), (job[_CALL + 1],)))
     task, n_blocks = job[_TASK], job[_BLOCKS]
-    c = read_call(call)
-    d0, d1, lo, hi = 0, c.n_dirs, 0, c.n_rows
+    d0, d1, lo, hi, work_at, iwork_at = 0, c.n_dirs, 0, c.n_rows, 0, 0
     if n_blocks > 0:
-        n_tasks, line = c.n_dirs * n_blocks, LINE_BYTES // work.itemsize
-        per_task, per_task_i = work.shape[0] // n_tasks // line * line, iwork.shape[0] // n_tasks
+        n_tasks, line = c.n_dirs * n_blocks, LINE_BYTES // like.itemsize
         d0, blk = task // n_blocks, task % n_blocks
         d1, lo, hi = d0 + 1, blk * c.n_rows // n_blocks, (blk + 1) * c.n_rows // n_blocks
-        work = work[task * per_task : (task + 1) * per_task]
-        iwork = iwork[task * per_task_i : (task + 1) * per_task_i]
-    o, io = rows_scratch(hi - lo, c.seq_length, c.n_inputs, c.n_hidden, c.hoist, y.itemsize, np.int64(CHUNK_ROWS))
-    p = panels(c.n_hidden, y.itemsize)
-    t = Task(X, h0, lengths, state_rows, att, y, ho, weights, work, iwork, c, p, o, io, lo, hi - lo, y.dtype.type(clip))
+        work_at = task * (job[_WORK + 1] // n_tasks // line * line)
+        iwork_at = task * (job[_IWORK + 1] // n_tasks)
+    o, io = rows_scratch(hi - lo, c.seq_length, c.n_inputs, c.n_hidden, c.hoist, like.itemsize, np.int64(CHUNK_ROWS))
+    clip_at = like.dtype.type(job.view(np.float64)[_CLIP])
+    t = Task(c, panels(c.n_hidden, like.itemsize), o, io, lo, hi - lo, work_at, iwork_at, clip_at)
     for d in range(d0, d1):
-        _direction(t, d)
+        _direction(job, like, weights_like, t, d)
     return 0
 
 
 @kernel(exact=True, inline=True)
-def _direction(t, d):
+def _direction(job, like, weights_like, t, d):
     """Every step of direction d for the task's rows: their states, X·Wᵀ + bias of every (row, step)
     first when the call hoists it (for a stack's wavefront, WAVE_STEPS steps at a time once they are
     there), the rows still running at each step in chunks of up to CHUNK_ROWS (``_chunk``), then Ho and
     Y's zeros past each row's length."""
-    c, p, o, io, w, iwork = t.c, t.p, t.o, t.io, t.w, t.iwork
+    X, h0, lengths, state_rows, att, y, ho, weights, _, _, work, iwork = job_arrays(job, like, weights_like)
+    w, iwork = work[t.work_at :], iwork[t.iwork_at :]
+    c, p, o, io = t.c, t.p, t.o, t.io
     n_hidden, seq_length, n_rows, lo = c.n_hidden, c.seq_length, t.n_rows, t.lo
     ldc = p.n * p.nr
-    at = (w_start(c, d, p.nr, p.n, t.weights), bias_start(c, d, p.nr, p.n, t.weights, t.y.itemsize))
-    order_rows(t.lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
+    at = d, w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
+    order_rows(lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
     for i in range(n_rows):  # the initial states, in that order
-        h0_at = state_at(c, t.state_rows, load(iwork, io.order + i), d)
+        h0_at = state_at(c, state_rows, load(iwork, io.order + i), d)
         for j in range(n_hidden):
-            store(w, o.state + i * n_hidden + j, load(t.h0, h0_at + j))
+            store(w, o.state + i * n_hidden + j, load(h0, h0_at + j))
     hoist = c.hoist
     waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
     if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
@@ -117,17 +119,17 @@ def _direction(t, d):
             for r in range(n):
                 b, s = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
                 store(iwork, io.offsets + r, b * c.x_row + s * c.x_step)
-            _project(t, at, n, o.xg + r0 * ldc)
+            _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + r0 * ldc))
     running = n_rows  # the rows still running at step s: a prefix of the order
     for s in range(seq_length):
-        while running > 0 and t.lengths[load(iwork, io.order + running - 1)] <= s:
+        while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
             running -= 1
         if running == 0:
             break
         if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
             _wait_for(c.wait, s, iwork)
         elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
-            s1 = min(s + WAVE_STEPS, t.lengths[load(iwork, io.order)])  # the block's longest row
+            s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
             if c.wait != 0:
                 _wait_for(c.wait, s1 - 1, iwork)
             for i in range(n_rows):  # rows past their length project X they never read
@@ -135,54 +137,65 @@ def _direction(t, d):
                     n = min(CHUNK_ROWS, s1 - t0)
                     for r in range(n):
                         store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
-                    _project(t, at, n, o.xg + (i * seq_length + t0) * ldc)
+                    _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + (i * seq_length + t0) * ldc))
         for g0 in range(0, running, CHUNK_ROWS):
-            _chunk(t, d, at, s, g0, min(CHUNK_ROWS, running - g0))
+            if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
+                _times(lengths, iwork, t, (d, s, g0, min(CHUNK_ROWS, running - g0)))
+                _project(X, iwork, weights, w, t, (at[1], at[2], min(CHUNK_ROWS, running - g0), o.xg))
+            _chunk(lengths, att, y, weights, w, iwork, t, (*at, s, g0, min(CHUNK_ROWS, running - g0)))
         if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
             atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
     for i in range(n_rows):  # Ho, and Y's zeros past each row's length
         b = load(iwork, io.order + i)
-        length = t.lengths[b]
-        Y, ho_at = (t.y, b * c.y_row + d * c.y_dir, c.y_step), state_at(c, t.state_rows, b, d)
-        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, Y, (length, seq_length), t.ho, ho_at,
+        length = lengths[b]
+        y_at, ho_at = (b * c.y_row + d * c.y_dir, c.y_step), state_at(c, state_rows, b, d)
+        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, y_at, (length, seq_length), ho, ho_at,
             (np.int64(0), n_hidden))  # fmt: skip
 
 
 @kernel(exact=True, inline=True)
-def _project(t, at, n, xg):
+def _project(X, iwork, weights, w, t, at):
     """X·Wᵀ + bias of the n rows whose offsets in X ``iwork`` holds at ``io.offsets``, to xg's rows from
-    ``xg`` on; ``at``: where direction d's panels of Wᵀ and its bias start."""
+    ``xg`` on; ``at`` = (w_base, bias_at, n, xg): where direction d's panels of Wᵀ and its bias start."""
     c, p = t.c, t.p
-    rows, W = (t.iwork, t.io.offsets, n), (t.weights, at[0], at[1], c.n_inputs)
-    project(t.X, rows, W, c.n_hidden, (t.w, xg, p.n * p.nr), (t.w, t.o.a), (np.int64(0), p.n, p.nr))
+    w_base, bias_at, n, xg = at
+    rows = t.io.offsets, n, w_base, bias_at, c.n_inputs, c.n_hidden
+    project(X, iwork, weights, w, w, (*rows, xg, p.n * p.nr, t.o.a, np.int64(0), p.n, p.nr))
 
 
-@kernel(exact=True, inline=True)
-def _chunk(t, d, at, s, g0, n):
-    """Step s of direction d for the rows g0..g0 + n of the order: the input gates (unless hoisted),
-    C = bias and X·Wᵀ, then + H·Rᵀ (z, r, and h with linear_before_reset), f, the candidate (for
-    linear_before_reset False: r ⊙ H, then C2 = X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ), g and the update, each
-    stage on the chunk's rows in turn."""
-    c, p, o, io, w, iwork = t.c, t.p, t.o, t.io, t.w, t.iwork
-    n_hidden, lbr, hoist = c.n_hidden, c.lbr, c.hoist
-    nr, ldc = p.nr, p.n * p.nr
-    ld2, first = (p.n - p.p2) * nr, p.p2 * nr  # C2: the panels from P2 on
-    R = (t.weights, r_start(c, d, nr, p.n, t.weights), n_hidden)
+@kernel(inline=True)
+def _times(lengths, iwork, t, step):
+    """The offsets in X of step s of the chunk's rows (``step`` = (d, s, g0, n)), for ``_project``."""
+    d, s, g0, n = step
+    c, io = t.c, t.io
     rev = (c.reverse >> d) & 1
     for i in range(n):
         b = load(iwork, io.order + g0 + i)
-        store(iwork, io.times + i, t.lengths[b] - 1 - s if rev else s)
-    if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
-        for i in range(n):
-            b, step = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
-            store(iwork, io.offsets + i, b * c.x_row + step * c.x_step)
-        _project(t, at, n, o.xg)
+        store(iwork, io.offsets + i, b * c.x_row + (lengths[b] - 1 - s if rev else s) * c.x_step)
+
+
+@kernel(exact=True, inline=True)
+def _chunk(lengths, att, y, weights, w, iwork, t, step):
+    """Step s of direction d for the rows g0..g0 + n of the order (``step`` = (d, w_base, bias_at, s,
+    g0, n)), X·Wᵀ + bias in xg: C = bias and X·Wᵀ, then + H·Rᵀ (z, r, and h with
+    linear_before_reset), f, the candidate (for linear_before_reset False: r ⊙ H, then
+    C2 = X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ), g and the update, each stage on the chunk's rows in turn."""
+    d, _, bias_at, s, g0, n = step
+    c, p, o, io = t.c, t.p, t.o, t.io
+    n_hidden, lbr, hoist = c.n_hidden, c.lbr, c.hoist
+    nr, ldc = p.nr, p.n * p.nr
+    ld2, first = (p.n - p.p2) * nr, p.p2 * nr  # C2: the panels from P2 on
+    r_base = r_start(c, d, nr, p.n, weights)
+    rev = (c.reverse >> d) & 1
+    for i in range(n):
+        b = load(iwork, io.order + g0 + i)
+        store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
     for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
         xo = _xg_row(o, io, iwork, g0, i, t.lo, c.seq_length, hoist, ldc)
-        begin_gates(w, o.c + i * ldc, xo, t.weights, at[1] + 3 * n_hidden, lbr, n_hidden, 0, ldc)
+        begin_gates(w, o.c + i * ldc, xo, weights, bias_at + 3 * n_hidden, lbr, n_hidden, 0, ldc)
         store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
     pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-    product_rows((w, o.c, ldc), (w, o.a), n, R, np.int64(0), p.n if lbr else p.p1, nr)
+    product_rows(w, w, weights, n, (o.c, ldc, o.a, r_base, n_hidden, np.int64(0), p.n if lbr else p.p1, nr))
     for i in range(n):
         co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, t.lo, c.seq_length, hoist, ldc)
         activate_gates(w, co, co + 2 * n_hidden, t.clip_at, c.f_code)
@@ -194,17 +207,17 @@ def _chunk(t, d, at, s, g0, n):
             store(iwork, io.offsets + i, o.m + i * n_hidden)
     if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
         pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-        product_rows((w, o.c2, ld2), (w, o.a), n, R, p.p2, p.n, nr)
-    has_att = t.att.size > 0
+        product_rows(w, w, weights, n, (o.c2, ld2, o.a, r_base, n_hidden, p.p2, p.n, nr))
+    has_att = att.size > 0
     for i in range(n):
-        b, step = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
+        b, step_t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
         co = o.c + i * ldc
         hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + 2 * n_hidden - first
         activate_gates(w, hg, hg + n_hidden, t.clip_at, c.g_code)
         so = o.state + (g0 + i) * n_hidden
-        score = load(t.att, b * c.seq_length + step) if has_att else w.dtype.type(0)
-        y_at = b * c.y_row + d * c.y_dir + step * c.y_step
-        update_state(w, co, hg, (so, so), (has_att, score), t.y, y_at, (np.int64(0), n_hidden))
+        score = load(att, b * c.seq_length + step_t) if has_att else w.dtype.type(0)
+        y_at = b * c.y_row + d * c.y_dir + step_t * c.y_step
+        update_state(w, co, hg, (so, so), (has_att, score), y, y_at, (np.int64(0), n_hidden))
 
 
 @kernel()
@@ -235,5 +248,5 @@ def run_parallel(job, like, weights_like):
     jobs = task_jobs(job, arrays[11], read_call(arrays[8]).n_dirs * job[_BLOCKS])
     n_tasks = jobs.shape[0]
     for task in prange(n_tasks):
-        call_job(jobs[task, _CALLBACK], jobs[task])
+        call_job(jobs[task, _CALLBACK], jobs, task * JOB_SIZE)
     return 0

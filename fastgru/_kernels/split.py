@@ -16,7 +16,7 @@ and h columns of its own units, then their h gate and update, and the workers me
 
 Two ways to run the workers: ``run_split`` here, both in one Numba parallel region; ``run_pair``
 (``pair.py``), worker 0 on the calling thread and worker 1 on fastgru's partner thread. Either
-way each worker is a job (``split_jobs``) run by a C callback (``planned.job_callback`` of 'part'),
+way each worker is a job (``split_tasks``) run by a C callback (``drivers.py``'s 'part'),
 so that split_part is compiled once per element type of the weights, not into each driver.
 Arguments as in ``layout.py``, for one row (N = D = 1).
 """
@@ -64,22 +64,10 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
         n = min(CHUNK_ROWS, length - t0)
         for i in range(n):
             store(iwork, offsets + i, (t0 + i) * c.x_step)
-        rows = iwork, offsets, n
-        W = (
-            weights,
-            w_start(c, np.int64(0), p.nr, p.n, weights),
-            bias_start(c, np.int64(0), p.nr, p.n, weights, work.itemsize),
-            c.n_inputs,
-        )
-        project(
-            X,
-            rows,
-            W,
-            c.n_hidden,
-            (work, o.xg + t0 * ldc, ldc),
-            (work, packed),
-            (half * p.n // 2, (half + 1) * p.n // 2, p.nr),
-        )
+        w_base = w_start(c, np.int64(0), p.nr, p.n, weights)
+        bias_at = bias_start(c, np.int64(0), p.nr, p.n, weights, work.itemsize)
+        at = offsets, n, w_base, bias_at, c.n_inputs, c.n_hidden, o.xg + t0 * ldc, ldc, packed
+        project(X, iwork, weights, work, work, (*at, half * p.n // 2, (half + 1) * p.n // 2, p.nr))
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract
@@ -93,7 +81,7 @@ def _step_half(c, weights, clip_at, att, y, work, o, item, states):
     p = panels(n_hidden, work.itemsize)
     nr = p.nr
     xo = o.xg + t * p.n * nr
-    R = weights, r_start(c, np.int64(0), nr, p.n, weights), n_hidden
+    r_base = r_start(c, np.int64(0), nr, p.n, weights)
     rbh_at = bias_start(c, np.int64(0), nr, p.n, weights, work.itemsize) + 3 * n_hidden
     if phase == 0 and phases(c.lbr, n_hidden, nr) == 1:
         per_gate = n_hidden // nr
@@ -101,7 +89,8 @@ def _step_half(c, weights, clip_at, att, y, work, o, item, states):
         u0, u1 = q0 * nr, q1 * nr
         for g in range(3):
             begin_gates(work, o.c, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
-            product_row(work, o.c + g * n_hidden + u0, work, cur, R, g * per_gate + q0, g * per_gate + q1, nr)
+            at = o.c + g * n_hidden + u0, cur, r_base, n_hidden, g * per_gate + q0, g * per_gate + q1, nr
+            product_row(work, work, weights, at)
         for g in range(2):
             activate_gates(work, o.c + g * n_hidden + u0, o.c + g * n_hidden + u1, clip_at, c.f_code)
     elif phase == 0:
@@ -109,7 +98,7 @@ def _step_half(c, weights, clip_at, att, y, work, o, item, states):
         q0, q1 = half * total // 2, (half + 1) * total // 2
         c0, c1 = q0 * nr, q1 * nr
         begin_gates(work, o.c, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
-        product_row(work, o.c + c0, work, cur, R, q0, q1, nr)
+        product_row(work, work, weights, (o.c + c0, cur, r_base, n_hidden, q0, q1, nr))
         c1 = min(c1, 2 * n_hidden)
         activate_gates(work, o.c + c0, o.c + c1, clip_at, c.f_code)
         if not c.lbr:
@@ -123,7 +112,7 @@ def _step_half(c, weights, clip_at, att, y, work, o, item, states):
     else:
         first = p.p2 * nr
         begin_candidate(work, o.c2, xo, n_hidden, first, q0 * nr, q1 * nr)
-        product_row(work, o.c2 + q0 * nr - first, work, o.rh, R, q0, q1, nr)
+        product_row(work, work, weights, (o.c2 + q0 * nr - first, o.rh, r_base, n_hidden, q0, q1, nr))
         hg = o.c2 + 2 * n_hidden - first
     activate_gates(work, hg + u0, hg + u1, clip_at, c.g_code)
     score = load(att, t) if att.size > 0 else work.dtype.type(0)
@@ -190,10 +179,10 @@ def split_part(job, like, weights_like):
                 atomic_add(iwork, io.done + m, 1)
         wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)
-    Y, steps = (y, np.int64(0), c.y_step), (length, c.seq_length)
     state = o.state + (length % 2) * n_hidden
     ho_at = state_at(c, state_rows, np.int64(0), np.int64(0))
-    finish_row(work, state, length == 0 and not c.keep, Y, steps, ho, ho_at, (u0, u1))
+    y_at, steps = (np.int64(0), c.y_step), (length, c.seq_length)
+    finish_row(work, state, length == 0 and not c.keep, y, y_at, steps, ho, ho_at, (u0, u1))
     return 0
 
 
@@ -212,5 +201,5 @@ def run_split(job, like, weights_like):
     here, split_part would be compiled twice more: in the region's function and in this one)."""
     jobs = split_tasks(job, like, weights_like)
     for worker in prange(2):
-        call_job(jobs[worker, _CALLBACK], jobs[worker])
+        call_job(jobs[worker, _CALLBACK], jobs, worker * JOB_SIZE)
     return 0

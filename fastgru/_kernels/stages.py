@@ -107,11 +107,11 @@ def update_state(w, co, ho, states, att, y, yo, units):
 
 
 @kernel(exact=True, inline=True)
-def finish_row(w, so, zero, Y, steps, ho, hoo, units):
-    """After a row's last step, for units [u0, u1) = ``units``: Y zero at steps t >= length (Y = (y,
-    yo, y_step): the row at yo in y, steps y_step apart; ``steps`` = (length, S)), and Ho (at hoo in
-    ho) the state (at so), or zero when ``zero``."""
-    y, yo, y_step = Y
+def finish_row(w, so, zero, y, y_at, steps, ho, hoo, units):
+    """After a row's last step, for units [u0, u1) = ``units``: Y zero at steps t >= length (``y_at``
+    = (yo, y_step): the row at yo in y, steps y_step apart; ``steps`` = (length, S)), and Ho (at hoo
+    in ho) the state (at so), or zero when ``zero``."""
+    yo, y_step = y_at
     length, seq_length = steps
     u0, u1 = units
     for t in range(length, seq_length):
