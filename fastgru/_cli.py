@@ -249,12 +249,21 @@ def _progress(stream, done, total, label):
     stream.flush()
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fastgru", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
+def _info_parser(commands):
+    """Adds the ``info`` subcommand to ``commands`` (the subparsers); returns its parser."""
+    return commands.add_parser(
         "info", help="versions, threading layer, SIMD level, cache folder, where this process's kernels came from"
     )
+
+
+def _print_info(args, parser):
+    """``info``: the lines of ``info()`` on standard output."""
+    print(info())
+    return 0
+
+
+def _bench_parser(commands):
+    """Adds the ``bench`` subcommand to ``commands`` (the subparsers); returns its parser."""
     timing = commands.add_parser(
         "bench",
         help="a latency table of fastgru, or of your kernel side by side with fastgru (--candidate)",
@@ -301,6 +310,11 @@ def main(argv=None):
     timing.add_argument("--atol", type=float, default=None, help="absolute tolerance instead of the dtype's")
     timing.add_argument("--json", metavar="PATH", help="write the records and the machine's facts as JSON")
     timing.add_argument("--plot", metavar="PATH", help="write a bar chart of the times as PNG (needs matplotlib)")
+    return timing
+
+
+def _warmup_parser(commands):
+    """Adds the ``warmup`` subcommand to ``commands`` (the subparsers); returns its parser."""
     ahead = commands.add_parser(
         "warmup",
         help="compile the kernels into the cache folder (for a container image: docs/deployment.md)",
@@ -346,10 +360,24 @@ def main(argv=None):
         "process takes one core)",
     )
     ahead.add_argument("--steps", help=argparse.SUPPRESS)  # a process of --jobs: the indices of its steps
+    return ahead
+
+
+#: The subcommands, in the order of the usage line: the function that adds each one's parser, and
+#: the one that runs it with the parsed arguments and that parser (for its usage errors),
+#: returning the exit status.
+COMMANDS = {
+    "info": (_info_parser, _print_info),
+    "bench": (_bench_parser, bench),
+    "warmup": (_warmup_parser, warmup),
+}
+
+
+def main(argv=None):
+    """``python -m fastgru``: runs the subcommand ``argv`` names (default: the command line's);
+    returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m fastgru", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    parsers = {name: add(commands) for name, (add, _) in COMMANDS.items()}
     args = parser.parse_args(argv)
-    if args.command == "warmup":
-        return warmup(args, ahead)
-    if args.command == "info":
-        print(info())
-        return 0
-    return bench(args, timing)
+    return COMMANDS[args.command][1](args, parsers[args.command])
