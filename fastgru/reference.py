@@ -69,9 +69,21 @@ def _clip_function(clip):
     return lambda v: np.clip(v, -clip, clip)
 
 
-def _step(x, H, W, R, B, f, g, clip, linear_before_reset, a=None):
+class _Gates:
+    """The attributes that shape the gates, as functions where they are: f and g (of
+    ``activations``), clip(v) (of ``clip``) and ``linear_before_reset``."""
+
+    def __init__(self, activations, clip, linear_before_reset):
+        self.f, self.g = _activation_pair(activations)
+        self.clip = _clip_function(clip)
+        self.linear_before_reset = linear_before_reset
+
+
+def _step(x, H, W, R, B, gates, a=None):
     """H' from one row's x (I,) and H (Hs,); W (3Hs, I), R (3Hs, Hs) and B (3Hs,) or (4Hs,)
-    in gate order z, r, h; ``a`` the AUGRU attention score of this step (None for GRU)."""
+    in gate order z, r, h; ``gates`` the attributes' _Gates; ``a`` the AUGRU attention score of
+    this step (None for GRU)."""
+    f, g, clip, linear_before_reset = gates.f, gates.g, gates.clip, gates.linear_before_reset
     n = H.shape[0]
     Wz, Wr, Wh = W[0:n], W[n : 2 * n], W[2 * n : 3 * n]
     Rz, Rr, Rh = R[0:n], R[n : 2 * n], R[2 * n : 3 * n]
@@ -149,16 +161,17 @@ def gru_cell(
     if B is None:
         B = np.zeros((4 if linear_before_reset else 3) * n, dtype=ct)
     B = np.asarray(B).astype(ct)
-    f, g = _activation_pair(activations)
+    gates = _Gates(activations, clip, linear_before_reset)
     Ho = np.zeros((X.shape[0], n), dtype=ct)
     for b in range(X.shape[0]):
-        Ho[b] = _step(X[b], H0[b], W, R, B, f, g, _clip_function(clip), linear_before_reset)
+        Ho[b] = _step(X[b], H0[b], W, R, B, gates)
     return Ho.astype(dtype)
 
 
-def _sequence(X, H0, lengths, W, R, B, reversed_, f, g, clip, linear_before_reset, A):
+def _sequence(X, H0, lengths, W, R, B, reversed_, gates, A):
     """Y (N, D, S, Hs) and Ho (N, D, Hs) in the compute dtype; H0 (N, D, Hs), W (D, 3Hs, I),
-    R (D, 3Hs, Hs), B (D, 3Hs or 4Hs); reversed_[d] says whether direction d runs backwards."""
+    R (D, 3Hs, Hs), B (D, 3Hs or 4Hs); reversed_[d] says whether direction d runs backwards;
+    ``gates`` the attributes' _Gates; A (N, S, 1) the AUGRU attention scores (None for GRU)."""
     N, S = X.shape[0], X.shape[1]
     D, n = W.shape[0], R.shape[2]
     Y = np.zeros((N, D, S, n), dtype=X.dtype)
@@ -170,7 +183,7 @@ def _sequence(X, H0, lengths, W, R, B, reversed_, f, g, clip, linear_before_rese
             H = H0[b, d]
             for t in steps:
                 a = None if A is None else A[b, t, 0]
-                H = _step(X[b, t], H, W[d], R[d], B[d], f, g, clip, linear_before_reset, a)
+                H = _step(X[b, t], H, W[d], R[d], B[d], gates, a)
                 Y[b, d, t] = H
             if L > 0:
                 Ho[b, d] = H
@@ -243,8 +256,8 @@ def gru_sequence(
     X, H0, W, R, B = (np.asarray(v).astype(ct) for v in (X, initial_hidden_state, W, R, B))
     lengths = [int(L) for L in np.asarray(sequence_lengths)]
     reversed_ = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[direction.lower()]
-    f, g = _activation_pair(activations)
-    Y, Ho = _sequence(X, H0, lengths, W, R, B, reversed_, f, g, _clip_function(clip), linear_before_reset, None)
+    gates = _Gates(activations, clip, linear_before_reset)
+    Y, Ho = _sequence(X, H0, lengths, W, R, B, reversed_, gates, None)
     return Y.astype(dtype), Ho.astype(dtype)
 
 
@@ -304,8 +317,8 @@ def augru_sequence(
     if documented:  # to the OpenVINO layout, num_directions = 1
         H0, W, R, B = H0[:, None], W[None], R[None], B[None]
     lengths = [int(L) for L in np.asarray(sequence_lengths)]
-    f, g = _activation_pair(("sigmoid", "tanh"))
-    Y, Ho = _sequence(X, H0, lengths, W, R, B, [False], f, g, _clip_function(math.inf), False, A)
+    gates = _Gates(("sigmoid", "tanh"), math.inf, False)
+    Y, Ho = _sequence(X, H0, lengths, W, R, B, [False], gates, A)
     if documented:
         Y, Ho = Y[:, 0], Ho[:, 0]
     return Y.astype(dtype), Ho.astype(dtype)
