@@ -19,6 +19,7 @@ from ._validate import (
     check_lengths,
     check_out,
     fits,
+    record,
     validate,
     validate_call,
 )
@@ -61,8 +62,8 @@ class _Prepared(Described):
         weights = {name: np.asarray(a) for name, a in weights.items()}
         self.spec = spec = validate(op, layout, weights, attributes)
         self._packed = Packed(spec, weights["W"], weights["R"], weights.get("B"), weight_dtype)
-        #: Each thread's plans (``_plan.py``) by X's shape.
-        self._plans = threading.local()
+        #: Each thread's plans (``_plan.py``), and the calls that passed the checks (``record``), by X's shape.
+        self._plans, self._seen = threading.local(), threading.local()
 
     @property
     def weight_dtype(self) -> str:
@@ -95,9 +96,14 @@ class _Prepared(Described):
             sequence_lengths = np.asarray(sequence_lengths)
         if A is not None:
             A = np.asarray(A)
-        if not fits(spec, X, h0, sequence_lengths, A):
+        seen = self._seen.__dict__
+        known = seen.get(X.shape)
+        if known is None or not fits(known, X, h0, sequence_lengths, A):
             arrays = {"X": X, "initial_hidden_state": h0, "sequence_lengths": sequence_lengths, "A": A}
             validate_call(spec, {name: a for name, a in arrays.items() if a is not None})
+            if len(seen) >= 16:
+                seen.clear()
+            seen[X.shape] = record(X, h0, sequence_lengths, A)
         elif sequence_lengths is not None:
             check_lengths(spec.op, sequence_lengths, X.shape[1])
         if out is not None:
@@ -282,7 +288,7 @@ class Stream:
         self._remaining = lengths.astype(np.int64)
         self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (docs/semantics.md, "Sequences")
         self.steps = 0
-        self._checked = None  # the shape of the last chunk X that passed the checks
+        self._checked = None  # the last chunk that passed the checks (``record``)
 
     @property
     def Ho(self):
@@ -302,18 +308,14 @@ class Stream:
                 f"{spec.op} stream: A is {'missing' if A is None else 'given'}; expected "
                 f"{'stream(X, A)' if A is None else 'stream(X): only AUGRUSequence takes A'}"
             )
-        if not (  # plain comparisons when X and A are as a chunk that passed the checks
-            X.shape == self._checked
-            and X.dtype is spec.dtype
-            and (A is None or (A.dtype is spec.dtype and A.shape == (*X.shape[:2], 1)))
-        ):
+        if self._checked is None or not fits(self._checked, X, A):  # as a chunk that passed the checks?
             validate_call(spec, arrays)
             if X.shape[0] != self._state.shape[0]:
                 raise FastGRUError(
                     f"{spec.op} stream: X has batch_size {X.shape[0]}; expected {self._state.shape[0]}, the "
                     "batch_size of the stream's initial_hidden_state"
                 )
-            self._checked = X.shape
+            self._checked = record(X, A)
         n, s = X.shape[0], X.shape[1]
         chunk = np.clip(self._remaining, 0, s)
         ct = packed.compute_dtype

@@ -109,38 +109,37 @@ def run(plan, arrays, entry):
     if way is not None:  # a road of one way: nothing to take at run time
         return way.paths if _enter(entry, arrays, way) >= 0 else None
     road = plan.road
-    if road.needs == "serial" and road.cut is None:
-        plan.static = way = plan.way(1, None, road.forced is not None)
-        return way.paths if _enter(entry, arrays, way) >= 0 else None
-    if road.cut is not None:
-        if road.forced == "wave":
-            took = _wavefront(plan, arrays, entry, True)
+    if road.cut is None:
+        if road.needs == "serial":
+            plan.static = way = plan.way(1, None)
+            return way.paths if _enter(entry, arrays, way) >= 0 else None
+        return _on_paths(plan, arrays, entry)
+    if road.forced == "wave":
+        took = _wavefront(plan, arrays, entry, True)
+        return ("wave" if took else "serial",) * len(road.paths)
+    if road.race and requested() > 1:
+        return _raced(plan, arrays, entry)
+    if not road.race and requested() > 1:
+        took = _wavefront(plan, arrays, entry, False)
+        if took is not None:
             return ("wave" if took else "serial",) * len(road.paths)
-        if road.race and requested() > 1:
-            return _raced(plan, arrays, entry)
-        if not road.race and requested() > 1:
-            took = _wavefront(plan, arrays, entry, False)
-            if took is not None:
-                return ("wave" if took else "serial",) * len(road.paths)
     return _on_paths(plan, arrays, entry)
 
 
 def _on_paths(plan, arrays, entry):
-    """The layers on their own paths, with what the moment gives."""
+    """The layers on their own paths, with what the moment gives: the partner thread (a pair road),
+    the threads of the budget (a road of parallel regions), or nothing (every layer serial)."""
     road = plan.road
-    forced = road.forced is not None
-    if road.needs == "serial" or (not forced and requested() == 1):
-        way = plan.ways.get((1, None, forced)) or plan.way(1, None, forced)
-    elif road.needs == "threads":
+    if road.needs == "partner":
+        with with_partner(road.wake, road.forced is not None) as mailbox:
+            way = plan.ways.get(None if mailbox is None else id(mailbox)) or plan.way(1, mailbox)
+            return way.paths if _enter(entry, arrays, way) >= 0 else None
+    if road.needs == "threads":
         _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
         with lease(requested()) as granted:
-            way = plan.ways.get((granted, None, forced)) or plan.way(granted, None, forced)
+            way = plan.ways.get(granted) or plan.way(granted, None)
             return way.paths if _enter(entry, arrays, way) >= 0 else None
-    else:
-        with with_partner(road.wake, forced) as mailbox:
-            key = 1, None if mailbox is None else id(mailbox), forced
-            way = plan.ways.get(key) or plan.way(1, mailbox, forced)
-            return way.paths if _enter(entry, arrays, way) >= 0 else None
+    way = plan.ways.get(1) or plan.way(1, None)
     return way.paths if _enter(entry, arrays, way) >= 0 else None
 
 

@@ -177,12 +177,14 @@ class Plan:
 
     # ------------------------------------------------------------------------------- ways
 
-    def way(self, granted, mailbox, forced):
+    def way(self, granted, mailbox):
         """The Way of a call that got ``granted`` threads and the partner's ``mailbox`` (None: none),
-        made once each."""
-        key = granted, None if mailbox is None else id(mailbox), forced
+        made once each, kept under the granted threads (a road of parallel regions) or the mailbox's
+        id (a pair road; None without it)."""
+        key = (None if mailbox is None else id(mailbox)) if self.road.needs == "partner" else granted
         found = self.ways.get(key)
         if found is None:
+            forced = self.road.forced is not None
             found = self.ways[key] = self._make(_paths.effective(self.road.paths, granted, mailbox, forced))
         return found
 

@@ -34,6 +34,8 @@ from ._validate import (
     check_step_arguments,
     check_stream_id,
     check_stream_state,
+    fits,
+    record,
     validate_call,
 )
 
@@ -198,8 +200,8 @@ class StatePool:
         spec, packed = self._spec, self._packed
         where = self._where["step"]
         seen = self._seen.__dict__.get(getattr(X, "shape", None))
-        if seen is not None and self._fits(seen, ids, X, sequence_lengths, A, out):
-            n, s, shape = seen
+        if seen is not None and fits(seen[3], ids, X, sequence_lengths, A, out):
+            n, s, shape, _ = seen
             if sequence_lengths is not None:
                 check_lengths(spec.op, sequence_lengths, s)
         else:
@@ -217,7 +219,7 @@ class StatePool:
                 out = check_out_array(where, out, shape, spec.dtype)
             if len(self._seen.__dict__) >= 16:
                 self._seen.__dict__.clear()
-            self._seen.__dict__[X.shape] = n, s, shape
+            self._seen.__dict__[X.shape] = n, s, shape, record(ids, X, sequence_lengths, A, out)
         given = ids
         if not (ids.dtype is _I64 and ids.flags.carray):
             ids = _scratch.kept("pool_ids", n, _I64)[:n]
@@ -230,25 +232,6 @@ class StatePool:
         finally:
             with self._lock:
                 marks.release(self._mark_view, ids)
-
-    def _fits(self, seen, ids, X, lengths, A, out):
-        """Plain comparisons for a step like one that passed the checks on this thread (``seen``: its
-        n, steps and result shape; X's shape is the key): ids an int64 array of n, the inputs of
-        the op's dtype. False means: run the checks, which accept the step or say what is wrong."""
-        n, s, shape = seen
-        dtype = self._spec.dtype
-        try:
-            if type(ids) is not np.ndarray or ids.dtype is not _I64 or ids.shape != (n,) or X.dtype is not dtype:
-                return False
-            if lengths is not None and (self._cell or lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
-                return False
-            if (A is None) == self._augru or (A is not None and (A.dtype is not dtype or A.shape != (n, s, 1))):
-                return False
-            return out is None or (
-                type(out) is np.ndarray and out.shape == shape and out.dtype is dtype and out.flags.carray
-            )
-        except AttributeError:  # not an array: the checks say what it is
-            return False
 
     def _check_inputs(self, where, n, X, lengths, A):
         """Check X, sequence_lengths and A of n streams; returns the steps."""

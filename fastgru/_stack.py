@@ -32,6 +32,8 @@ from ._validate import (
     check_out_array,
     check_stack_layers,
     check_stack_state,
+    fits,
+    record,
     validate_call,
 )
 
@@ -87,7 +89,7 @@ class GRUStack:
         self._offsets = np.cumsum([0, *widths])[:-1].tolist()
         self._last = last
         self._native = first.dtype == self.compute_dtype
-        #: Each thread's (n, s, Y's shape) of a call shape that passed the checks, by X's shape.
+        #: Each thread's (n, s, Y's shape, ``record``) of a call that passed the checks, by X's shape.
         self._seen = threading.local()
         #: What a StatePool takes of an op's packed weights (``run``, ``result_shapes``,
         #: ``compute_dtype``, ``n_hidden``, ``_no_att``): a stack is its own.
@@ -123,14 +125,14 @@ class GRUStack:
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
         seen = self._seen.__dict__.get(getattr(X, "shape", None))
-        if seen is None or not _fits(seen, self.dtype, X, initial_hidden_state, sequence_lengths, out):
+        if seen is None or not fits(seen[3], X, initial_hidden_state, sequence_lengths, *_pair(out)):
             seen = self._check(X, initial_hidden_state, sequence_lengths, out)
             X, initial_hidden_state = np.asarray(X), np.asarray(initial_hidden_state)
             if sequence_lengths is not None:
                 sequence_lengths = np.asarray(sequence_lengths)
         elif sequence_lengths is not None:
             check_lengths(self.spec.op, sequence_lengths, seen[1])
-        n, s, y_shape = seen
+        n, s, y_shape, _ = seen
         if not self._native:
             return self._by_layers(X, initial_hidden_state, sequence_lengths, out)
         ct = self.compute_dtype
@@ -158,7 +160,8 @@ class GRUStack:
         seen = self._seen.__dict__
         if len(seen) >= 16:
             seen.clear()
-        seen[X.shape] = n, s, y_shape
+        given = None if lengths is None else np.asarray(lengths)
+        seen[X.shape] = n, s, y_shape, record(X, h0, given, *_pair(out))
         return seen[X.shape]
 
     def _by_layers(self, X, h0, lengths, out):
@@ -229,29 +232,12 @@ class GRUStack:
         return _paths.wave_cut([packed.weights.nbytes for packed in self.packs])
 
 
-def _fits(seen, dtype, X, h0, lengths, out):
-    """Plain comparisons for a call like one that passed the checks on this thread (X's shape is the
-    key); False means: run the checks, which accept the call or say what is wrong."""
-    n, _, y_shape = seen
-    try:
-        if X.dtype is not dtype or h0.dtype is not dtype or h0.shape[0] != n or h0.ndim != 2:
-            return False
-        if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
-            return False
-        return out is None or (
-            type(out) is tuple
-            and len(out) == 2
-            and type(out[0]) is np.ndarray
-            and out[0].shape == y_shape
-            and out[0].dtype is dtype
-            and out[0].flags.carray
-            and type(out[1]) is np.ndarray
-            and out[1].shape == h0.shape
-            and out[1].dtype is dtype
-            and out[1].flags.carray
-        )
-    except AttributeError:  # not an array: the checks say what it is
-        return False
+def _pair(out):
+    """``out`` as the pair (Y, Ho) that ``fits`` compares: (None, None) for None, and for anything but a
+    pair something that never fits (the checks then say what is wrong)."""
+    if out is None:
+        return None, None
+    return out if type(out) is tuple and len(out) == 2 else (out, False)
 
 
 class StackStream:
@@ -301,14 +287,14 @@ class StackStream:
         """Feed the next chunk X (batch_size, steps, input_size); returns the last layer's Y of it."""
         stack = self._stack
         X = np.asarray(X)
-        if not (X.shape == self._checked and X.dtype is stack.dtype):
+        if self._checked is None or not fits(self._checked, X):  # as a chunk that passed the checks?
             validate_call(stack.spec, {"X": X})
             if X.shape[0] != self._state.shape[0]:
                 raise FastGRUError(
                     f"GRUStack stream: X has batch_size {X.shape[0]}; expected {self._state.shape[0]}, the "
                     "batch_size of the stream's initial_hidden_state"
                 )
-            self._checked = X.shape
+            self._checked = record(X)
         n, s = X.shape[0], X.shape[1]
         chunk = np.clip(self._remaining, 0, s)
         last = stack._last

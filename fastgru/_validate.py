@@ -416,19 +416,25 @@ def attributes_key(attributes):
     return typed
 
 
-def fits(spec, X, h0, lengths, A):
-    """Plain comparisons for the common case of a prepared op's call: every per-call input as the op
-    expects it (dtype identity suffices: NumPy keeps one instance per native dtype). False means:
-    run ``validate_call``, which accepts the call or says what is wrong."""
-    dtype = spec.dtype
-    if X.dtype is not dtype or h0.dtype is not dtype or X.ndim != spec.x_rank or X.shape[-1] != spec.input_size:
-        return False
-    n = X.shape[0]
-    if h0.shape != (n, *spec.state_shape):
-        return False
-    if lengths is not None and (lengths.dtype.kind not in "iu" or lengths.shape != (n,)):
-        return False
-    return A is None or (A.dtype == dtype and A.shape == (n, X.shape[1], 1))
+def record(*arrays):
+    """What ``fits`` compares a later call's arrays with, of a call whose arrays passed the checks:
+    each one's shape, dtype and whether it is C-contiguous, aligned and writeable (None for None)."""
+    return tuple(None if a is None else (a.shape, a.dtype, a.flags.carray) for a in arrays)
+
+
+def fits(seen, *arrays):
+    """Whether a call's ``arrays`` are as the call ``seen`` records (``record``): None where it had
+    None, else ndarrays of its shapes and dtypes (dtype identity suffices: NumPy keeps one instance
+    per native dtype), C-contiguous where it was (the outputs the kernels write in place must be).
+    Plain comparisons, for the calls of a shape seen before: prepared ops, streams, state pools,
+    stacks. False means: run the full checks, which accept the call or say what is wrong."""
+    for want, a in zip(seen, arrays):
+        if want is None:
+            if a is not None:
+                return False
+        elif type(a) is not np.ndarray or a.shape != want[0] or a.dtype is not want[1] or want[2] > a.flags.carray:
+            return False
+    return True
 
 
 def validate_call(spec, arrays):

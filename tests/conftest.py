@@ -235,8 +235,7 @@ def watch_entries(monkeypatch, see):
     made = _plan.entry
 
     def kinds(jobs):
-        names = {compiled.address: kind for (kind, _), compiled in drivers._CALLBACKS._compiled.items()}
-        return [names[address] for address in jobs[:, JOB["callback"]]]
+        return [drivers.driver_of(address) for address in jobs[:, JOB["callback"]]]
 
     def telling(signature, direct=False):
         entry = made(signature, direct)

@@ -340,7 +340,8 @@ def _tile_runner(mr, n_panels):
     from fastgru._kernels.microkernel import tile_fma
 
     nv = GEOMETRY.panel_vectors
-    return njit(lambda c, ldc, a, b, stride, k: tile_fma(c, 0, ldc, a, 0, b, 0, stride, k, mr, n_panels, nv))
+    zero = np.int64(0)
+    return njit(lambda c, ldc, a, b, stride, k: tile_fma(c, a, b, (zero, ldc, zero, zero, stride, k), mr, n_panels, nv))
 
 
 @pytest.mark.parametrize("k_len", [1, 7, 36, 257, 600])

@@ -34,6 +34,10 @@ class Callbacks:
         """The keys of the callbacks compiled (or loaded from the cache) in this process."""
         return set(self._compiled)
 
+    def key_of(self, address):
+        """The key of the callback at ``address`` (one this process has made), or None."""
+        return next((key for key, compiled in self._compiled.items() if compiled.address == address), None)
+
     def address(self, key):
         """The address of ``key``'s callback, compiled (or loaded from the cache) once per process."""
         compiled = self._compiled.get(key)
@@ -71,6 +75,7 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): nothing compiles, s
         return id(function)
 
     Callbacks.address = _python_address
+    Callbacks.key_of = lambda self, address: next((k for k, f in self._functions.items() if id(f) == address), None)
 
     def call_job(address, jobs, at):  # noqa: F811
         pointer = ctypes.cast(jobs.ctypes.data + int(at) * jobs.itemsize, ctypes.POINTER(ctypes.c_int64))

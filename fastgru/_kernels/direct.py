@@ -76,7 +76,8 @@ def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
         for k0 in range(0, k_len, K_ROWS):
             k1 = min(k0 + K_ROWS, k_len)
             pack_panel(M, d, q, k0, k1, nr, w, buf, False)
-            tile_fma(w, co + (q - q0) * nr, 0, w, ao + k0, w, buf, 0, k1 - k0, 1, 1, PANEL_VECTORS)
+            at = co + (q - q0) * nr, np.int64(0), ao + k0, buf, np.int64(0), k1 - k0
+            tile_fma(w, w, w, at, 1, 1, PANEL_VECTORS)
 
 
 @kernel(exact=True)  # the stages are inlined here: their sums must not contract

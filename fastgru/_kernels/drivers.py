@@ -83,6 +83,12 @@ def compiled():
     return {(kind, FORMATS[key][1].dtype.name) for kind, key in _CALLBACKS.compiled()}
 
 
+def driver_of(address):
+    """The driver (a key of ``DRIVERS``) whose callback is at ``address``, or None."""
+    key = _CALLBACKS.key_of(address)
+    return None if key is None else key[0]
+
+
 def task_callback(kind, weights):
     """The address of the callback that runs one task of driver ``kind``, or 0 when it has none."""
     tasks = DRIVERS[kind][1]

@@ -80,8 +80,10 @@ def weight_format(b_dtype, c_dtype):
 
 
 @intrinsic(prefer_literal=True)
-def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):
+def tile_fma(typingctx, c, a, b, at, mr, np_, nv):
     """C[r, q*NR + v*L + l] += sum_k A[k, r] * Bq[k, v*L + l] for r < MR, q < NP, v < NV, l < L.
+
+    at : (c_off, ldc, a_off, b_off, b_stride, k_len), integers: where the operands are (below).
 
     c : 1-D array; C's row r starts at c_off + r*ldc, its columns are contiguous.
     a : 1-D array; packed A, element (k, r) at a_off + k*MR + r.
@@ -106,11 +108,13 @@ def tile_fma(typingctx, c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, 
     """
     if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
         return None
+    if not (isinstance(at, types.BaseTuple) and len(at) == 6 and all(isinstance(x, types.Integer) for x in at)):
+        return None
     fmt = weight_format(b.dtype, c.dtype)
     if fmt is None or (fmt == "bfloat16" and nv.literal_value % 2):
         return None
     shape = mr.literal_value, np_.literal_value, nv.literal_value
-    sig = types.void(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv)
+    sig = types.void(c, a, b, at, mr, np_, nv)
 
     def codegen(context, builder, signature, args):
         tile = _Tile(context, builder, signature, args, fmt, shape)
@@ -140,12 +144,12 @@ class _Tile:
         self.scalar = context.get_value_type(dtype)
         self.vec = ir.VectorType(self.scalar, self.width)
         self.align = dtype.bitwidth // 8
-        c_arr, c_off, ldc, a_arr, a_off, b_arr, b_off, b_stride, k_len = args[:9]
-        offsets = map(self._as_i64, (c_off, ldc, a_off, b_off, b_stride, k_len))
+        c_arr, a_arr, b_arr, at = args[:4]
+        offsets = map(self._as_i64, cgutils.unpack_tuple(builder, at, 6))
         self.c_off, self.ldc, self.a_off, self.b_off, self.b_stride, self.k_len = offsets
         self.c_ptr, self.a_ptr, self.b_ptr = (
             context.make_array(signature.args[i])(context, builder, array).data
-            for i, array in ((0, c_arr), (3, a_arr), (5, b_arr))
+            for i, array in ((0, c_arr), (1, a_arr), (2, b_arr))
         )
         self.cols = [q * self.NV * self.width + v * self.width for q in range(self.NP) for v in range(self.NV)]
         self.fma = cgutils.get_or_insert_function(
@@ -494,7 +498,8 @@ class _Int8Pairs:
 
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line coverage)
 
-    def tile_fma(c, c_off, ldc, a, a_off, b, b_off, b_stride, k_len, mr, np_, nv):  # noqa: F811
+    def tile_fma(c, a, b, at, mr, np_, nv):  # noqa: F811
+        c_off, ldc, a_off, b_off, b_stride, k_len = at
         # The same sums in the same order for every element, k = 0, 1, ... (without fusing).
         nr = nv * lanes(c.dtype)
         packed_a = a[a_off : a_off + k_len * mr].reshape(k_len, mr)

@@ -36,7 +36,7 @@ def _panels_in_tiles(c, a, panels, at, rows, group):
     c0, ldc, a0, base, stride, k_len, p, p0, p1, nr = at
     while p + group <= p1:
         tile_fma(
-            c, c0 + (p - p0) * nr, ldc, a, a0, panels, base + p * stride, stride, k_len, rows, group, PANEL_VECTORS
+            c, a, panels, (c0 + (p - p0) * nr, ldc, a0, base + p * stride, stride, k_len), rows, group, PANEL_VECTORS
         )
         p += group
     return p
