@@ -4,7 +4,8 @@ Results moved into benchmarks/results/<cpu>/ and benchmarks/ab/<cpu>/ (benchmark
 the tuning record into docs/: a ``benchmarks/...`` or ``docs/...`` path in the README, the CHANGELOG,
 the documentation, the benchmark scripts and results, fastgru's code, the tests or CI must still
 name a file or folder of the repository. A path that a benchmark run writes and .gitignore keeps out
-of the repository (``benchmarks/results.json``) is a scratch output; a path followed by ``*``, ``{``
+of the repository (``benchmarks/results.json``, ``docs/_build/html``, under ``docs/_build/``) is a
+scratch output; a path followed by ``*``, ``{``
 or ``<`` is a pattern (``benchmarks/results/<cpu>/``), and one after a colon names a file of a
 commit (``git show 257d996:benchmarks/torch_chains.py``): neither is checked.
 """
@@ -31,9 +32,14 @@ def text_files():
 
 
 def scratch_outputs():
-    """The benchmarks/ paths .gitignore names: outputs of a run that the repository does not keep."""
+    """The benchmarks/ and docs/ paths .gitignore names: outputs of a run that the repository does not keep."""
     lines = (ROOT / ".gitignore").read_text().splitlines()
-    return {line.strip() for line in lines if line.strip().startswith("benchmarks/")}
+    return {line.strip().rstrip("/") for line in lines if line.strip().startswith(("benchmarks/", "docs/"))}
+
+
+def is_scratch(path, scratch):
+    """Whether ``path`` is a scratch output or lies under one (``docs/_build/html`` under ``docs/_build``)."""
+    return any(path == s or path.startswith(s + "/") for s in scratch)
 
 
 def named_paths(text):
@@ -57,7 +63,7 @@ def missing(documents):
         f"{name}: {path}"
         for name, text in documents
         for path in named_paths(text)
-        if path not in scratch and not (ROOT / path).exists()
+        if not is_scratch(path, scratch) and not (ROOT / path).exists()
     ]
 
 
@@ -73,5 +79,6 @@ def test_the_paths_are_found_and_checked():
     assert named_paths("benchmarks/results/<cpu>/x.md and benchmarks/*_ab* and benchmarks/results.{json,md}") == []
     assert named_paths('(docs/tuning.md, "Tuning: geometries")') == ["docs/tuning.md"]
     text = "`benchmarks/stacks_results.md` moved; docs/semantics.md stays; benchmarks/results.json is scratch"
-    assert missing([("doc.md", text)]) == ["doc.md: benchmarks/stacks_results.md"]
+    text += "; so is what a build writes, docs/_build/html, and docs/_buildx is not"
+    assert missing([("doc.md", text)]) == ["doc.md: benchmarks/stacks_results.md", "doc.md: docs/_buildx"]
     assert {"README.md", "docs/tuning.md", "fastgru/_tuning.py", ".ci/run"} <= {name for name, _ in texts()}
