@@ -34,7 +34,8 @@ from .memory import load, store
 from .microkernel import tile_fma
 from .products import PANEL_VECTORS
 from .split import claim, half_units, wait_item
-from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
+from .stages import finish_row
+from .step import Rows, Step, candidate, gates, one_row, whole_step
 
 #: Rows of k packed into the buffer at a time (a multiple of every geometry's lanes): 8 KB of a
 #: float32 panel of 32 columns.
@@ -80,21 +81,21 @@ def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
             tile_fma(w, w, w, at, 1, 1, PANEL_VECTORS)
 
 
-@kernel(exact=True)  # the stages are inlined here: their sums must not contract
+@kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
 def run_direct(job, like, weights_like):
     """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread: ``job``'s
     arrays of ``like``'s dtype, the caller's W, R and B of ``weights_like``'s (the same) in it
-    (``jobs.direct_weights``)."""
-    X, h0, lengths, _, att, y, ho, _, call, clip, work, _ = job_arrays(job, like, weights_like)
+    (``jobs.direct_weights``). X·Wᵀ + bias, then ``step.whole_step`` on the row and R as it is."""
+    X, h0, lengths, _, att, y, ho, _, call, clip, work, iwork = job_arrays(job, like, weights_like)
     c = read_call(call)
     W, R, B = direct_weights(job, weights_like, c.n_dirs, c.n_inputs, c.n_hidden)
     n_hidden, n_inputs = c.n_hidden, c.n_inputs
     p = panels(n_hidden, y.itemsize)
-    nr, first = p.nr, p.p2 * p.nr
+    nr = p.nr
     o = direct_scratch(n_inputs, n_hidden, y.itemsize)
     clip_at = y.dtype.type(clip)
     length, w = lengths[0], work
-    units = np.int64(0), n_hidden
+    rows, units = Rows(np.int64(1), o.c, np.int64(0), o.c2, np.int64(0), o.m, o.state, o.state), (np.int64(0), n_hidden)
     for d in range(c.n_dirs):
         so, yo, bias_at = d * c.s_dir, d * c.y_dir, d * B.shape[1]
         for j in range(n_hidden):
@@ -107,33 +108,34 @@ def run_direct(job, like, weights_like):
             for col in range(3 * n_hidden, p.n * nr):
                 store(w, o.xg + col, 0)
             product_direct(w, o.xg, o.x, W, d, np.int64(0), p.n, o.panel, nr)
-            begin_gates(w, o.c, o.xg, B, bias_at + 3 * n_hidden, c.lbr, n_hidden, 0, p.n * nr)
-            product_direct(w, o.c, o.state, R, d, np.int64(0), p.n if c.lbr else p.p1, o.panel, nr)
-            activate_gates(w, o.c, o.c + 2 * n_hidden, clip_at, c.f_code)
-            if c.lbr:
-                candidate_lbr(w, o.c, o.xg, n_hidden, 0, n_hidden)
-                hg = o.c + 2 * n_hidden
-            else:
-                reset_state(w, o.m, o.c, o.state, n_hidden, 0, n_hidden)
-                begin_candidate(w, o.c2, o.xg, n_hidden, first, first, p.n * nr)
-                product_direct(w, o.c2, o.m, R, d, p.p2, p.n, o.panel, nr)
-                hg = o.c2 + 2 * n_hidden - first
-            activate_gates(w, hg, hg + n_hidden, clip_at, c.g_code)
-            score = load(att, 0) if att.size > 0 else w.dtype.type(0)
-            update_state(w, o.c, hg, (o.state, o.state), (att.size > 0, score), y, yo, units)
+            how = Step(c, rows, (d, o.panel, nr), (o.xg, yo, np.int64(0)), nr, p.p2 * nr, bias_at + 3 * n_hidden,
+                clip_at)  # fmt: skip
+            whole_step(w, R, B, iwork, att, y, direct_product, one_row, how, p)
         finish_row(w, o.state, length == 0 and not c.keep, y, (yo, c.y_step), (length, 1), ho, so, units)
     return 0
 
 
-@kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def _direct_half(c, W, R, B, att, y, w, o, item):
+@kernel()
+def direct_product(w, R, iwork, src, to, a, n, panels):
+    """``step.py``'s ``product`` from the caller's R: C's row (at to[0]) += A's (at ``a`` in ``w``) ·
+    the panels [q0, q1) of direction d's Rᵀ, packed K_ROWS rows of k at a time at ``buf`` (``src`` =
+    (d, buf, NR))."""
+    d, buf, nr = src
+    product_direct(w, to[0], a, R, d, panels[0], panels[1], buf, nr)
+
+
+@kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
+def _direct_half(c, W, R, B, att, y, iwork, w, o, item):
     """Half ``half`` of phase ``phase`` of the step (``item`` = (phase, half, clip, buf); see the
-    module), packing panels at ``buf``."""
+    module), packing panels at ``buf``: phase 0, X·Wᵀ + bias of its panels then ``step.gates``;
+    phase 1, ``step.candidate``."""
     phase, half, clip_at, buf = item
     n_hidden = c.n_hidden
     h3 = 3 * n_hidden
     p = panels(n_hidden, w.itemsize)
-    nr, first = p.nr, p.p2 * p.nr
+    nr = p.nr
+    rows = Rows(np.int64(1), o.c, np.int64(0), o.c2, np.int64(0), o.m, o.state, o.state)
+    how = Step(c, rows, (np.int64(0), buf, nr), (o.xg, np.int64(0), np.int64(0)), nr, p.p2 * nr, h3, clip_at)
     if phase == 0:
         total = p.n if c.lbr else p.p1
         q0, q1 = half * total // 2, (half + 1) * total // 2
@@ -142,25 +144,9 @@ def _direct_half(c, W, R, B, att, y, w, o, item):
             for col in range(a * nr, b * nr):
                 store(w, o.xg + col, load(B, col) if col < h3 else 0)
             product_direct(w, o.xg + a * nr, o.x, W, np.int64(0), a, b, buf, nr)
-        c0, c1 = q0 * nr, q1 * nr
-        begin_gates(w, o.c, o.xg, B, h3, c.lbr, n_hidden, c0, c1)
-        product_direct(w, o.c + c0, o.state, R, np.int64(0), q0, q1, buf, nr)
-        c1 = min(c1, 2 * n_hidden)
-        activate_gates(w, o.c + c0, o.c + c1, clip_at, c.f_code)
-        if not c.lbr:
-            reset_state(w, o.m, o.c, o.state, n_hidden, max(c0, n_hidden) - n_hidden, c1 - n_hidden)
-        return
-    q0, q1, u0, u1 = half_units(half, n_hidden, p)
-    if c.lbr:
-        candidate_lbr(w, o.c, o.xg, n_hidden, u0, u1)
-        hg = o.c + 2 * n_hidden
+        gates(w, R, B, iwork, direct_product, one_row, how, (q0, q1, 1, 0))
     else:
-        begin_candidate(w, o.c2, o.xg, n_hidden, first, q0 * nr, q1 * nr)
-        product_direct(w, o.c2 + q0 * nr - first, o.m, R, np.int64(0), q0, q1, buf, nr)
-        hg = o.c2 + 2 * n_hidden - first
-    activate_gates(w, hg + u0, hg + u1, clip_at, c.g_code)
-    score = load(att, 0) if att.size > 0 else w.dtype.type(0)
-    update_state(w, o.c, hg, (o.state, o.state), (att.size > 0, score), y, 0, (u0, u1))
+        candidate(w, R, iwork, att, y, direct_product, one_row, how, half_units(half, n_hidden, p))
 
 
 @kernel(exact=True)  # finish_row is inlined here
@@ -181,7 +167,7 @@ def direct_part(job, like, weights_like):
         for k in range(2):
             half = worker if k == 0 else other
             if claim(iwork, io, m, half, other):
-                _direct_half(c, W, R, B, att, y, work, o, (m, half, clip_at, o.panel + worker * K_ROWS * p.nr))
+                _direct_half(c, W, R, B, att, y, iwork, work, o, (m, half, clip_at, o.panel + worker * K_ROWS * p.nr))
                 atomic_add(iwork, io.done + m, 1)
         wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)

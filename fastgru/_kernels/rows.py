@@ -33,7 +33,8 @@ from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
 from .products import pack, product_rows, project
-from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
+from .stages import finish_row
+from .step import Rows, Step, whole_step
 
 _TASK, _BLOCKS, _CALLBACK, _CALL, _CLIP = JOB["task"], JOB["blocks"], JOB["callback"], JOB["call"], JOB["clip"]
 _WORK, _IWORK = JOB["work"], JOB["iwork"]
@@ -177,47 +178,45 @@ def _times(lengths, iwork, t, step):
 @kernel(exact=True, inline=True)
 def _chunk(lengths, att, y, weights, w, iwork, t, step):
     """Step s of direction d for the rows g0..g0 + n of the order (``step`` = (d, w_base, bias_at, s,
-    g0, n)), X·Wᵀ + bias in xg: C = bias and X·Wᵀ, then + H·Rᵀ (z, r, and h with
-    linear_before_reset), f, the candidate (for linear_before_reset False: r ⊙ H, then
-    C2 = X·Whᵀ + Bh + (r ⊙ H)·Rhᵀ), g and the update, each stage on the chunk's rows in turn."""
+    g0, n)), X·Wᵀ + bias in xg: ``step.whole_step`` on the chunk's rows (``chunk_row``) and the
+    packed weights (``rows_product``)."""
     d, _, bias_at, s, g0, n = step
     c, p, o, io = t.c, t.p, t.o, t.io
-    n_hidden, lbr, hoist = c.n_hidden, c.lbr, c.hoist
-    nr, ldc = p.nr, p.n * p.nr
-    ld2, first = (p.n - p.p2) * nr, p.p2 * nr  # C2: the panels from P2 on
-    r_base = r_start(c, d, nr, p.n, weights)
+    n_hidden, nr, ldc = c.n_hidden, t.p.nr, t.p.n * t.p.nr
     rev = (c.reverse >> d) & 1
     for i in range(n):
         b = load(iwork, io.order + g0 + i)
         store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
-    for i in range(n):  # C = bias and X·Wᵀ, then + H·Rᵀ: z, r (and h with linear_before_reset)
-        xo = _xg_row(o, io, iwork, g0, i, t.lo, c.seq_length, hoist, ldc)
-        begin_gates(w, o.c + i * ldc, xo, weights, bias_at + 3 * n_hidden, lbr, n_hidden, 0, ldc)
-        store(iwork, io.offsets + i, o.state + (g0 + i) * n_hidden)
-    pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-    product_rows(w, w, weights, n, (o.c, ldc, o.a, r_base, n_hidden, np.int64(0), p.n if lbr else p.p1, nr))
+    states = o.state + g0 * n_hidden
+    rows = Rows(n, o.c, ldc, o.c2, (p.n - p.p2) * nr, o.m, states, states)
+    src = o.a, io.offsets, r_start(c, d, nr, p.n, weights), n_hidden, nr
+    at = io.order + g0, io.times, t.lo, c.seq_length, c.hoist, o.xg, ldc, d * c.y_dir, c.y_row, c.y_step
+    how = Step(c, rows, src, at, nr, p.p2 * nr, bias_at + 3 * n_hidden, t.clip_at)
+    whole_step(w, weights, weights, iwork, att, y, rows_product, chunk_row, how, p)
+
+
+@kernel()
+def chunk_row(at, iwork, i):
+    """``step.py``'s ``where`` of row i of a chunk: where its X·Wᵀ + bias of the step is (its own
+    row of xg's, or its step's row of the block's hoisted ones), its place in Y and its attention
+    score's (``at`` = (the chunk's first place in the order, the times, the block's first row, S,
+    hoist, xg, xg's row length, Y's direction offset, Y's row and step strides))."""
+    order, times, lo, seq_length, hoist, xg, ldc, y_dir, y_row, y_step = at
+    b, step_t = load(iwork, order + i), load(iwork, times + i)
+    xo = xg + ((b - lo) * seq_length + step_t) * ldc if hoist else xg + i * ldc
+    return xo, b * y_row + y_dir + step_t * y_step, b * seq_length + step_t
+
+
+@kernel()
+def rows_product(w, weights, iwork, src, to, a, n, panels):
+    """``step.py``'s ``product`` of a chunk: C's n rows (``to`` = (row 0's column of panel q0, the
+    row length)) += the rows of A, H apart from ``a`` in ``w``, · the panels [q0, q1) of the
+    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR))."""
+    a_at, offsets, r_base, k_len, nr = src
     for i in range(n):
-        co, xo = o.c + i * ldc, _xg_row(o, io, iwork, g0, i, t.lo, c.seq_length, hoist, ldc)
-        activate_gates(w, co, co + 2 * n_hidden, t.clip_at, c.f_code)
-        if lbr:
-            candidate_lbr(w, co, xo, n_hidden, 0, n_hidden)
-        else:
-            reset_state(w, o.m + i * n_hidden, co, o.state + (g0 + i) * n_hidden, n_hidden, 0, n_hidden)
-            begin_candidate(w, o.c2 + i * ld2, xo, n_hidden, first, first, p.n * nr)
-            store(iwork, io.offsets + i, o.m + i * n_hidden)
-    if not lbr:  # C2 = (r ⊙ H)·Rhᵀ
-        pack(w, o.a, w, iwork, io.offsets, n, n_hidden)
-        product_rows(w, w, weights, n, (o.c2, ld2, o.a, r_base, n_hidden, p.p2, p.n, nr))
-    has_att = att.size > 0
-    for i in range(n):
-        b, step_t = load(iwork, io.order + g0 + i), load(iwork, io.times + i)
-        co = o.c + i * ldc
-        hg = co + 2 * n_hidden if lbr else o.c2 + i * ld2 + 2 * n_hidden - first
-        activate_gates(w, hg, hg + n_hidden, t.clip_at, c.g_code)
-        so = o.state + (g0 + i) * n_hidden
-        score = load(att, b * c.seq_length + step_t) if has_att else w.dtype.type(0)
-        y_at = b * c.y_row + d * c.y_dir + step_t * c.y_step
-        update_state(w, co, hg, (so, so), (has_att, score), y, y_at, (np.int64(0), n_hidden))
+        store(iwork, offsets + i, a + i * k_len)
+    pack(w, a_at, w, iwork, offsets, n, k_len)
+    product_rows(w, w, weights, n, (to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr))
 
 
 @kernel()
@@ -226,15 +225,6 @@ def _wait_for(address, s, like):
     counter = carray(pointer_to(address, like), (1,))
     while atomic_load(counter, 0) <= s:
         spin_pause()
-
-
-@kernel()
-def _xg_row(o, io, iwork, g0, i, lo, seq_length, hoist, ldc):
-    """Where the chunk's row i finds X·Wᵀ + bias of its current step in the float scratch."""
-    if hoist:
-        row = (load(iwork, io.order + g0 + i) - lo) * seq_length + load(iwork, io.times + i)
-        return o.xg + row * ldc
-    return o.xg + i * ldc
 
 
 @kernel(parallel=True)

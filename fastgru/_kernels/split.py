@@ -32,7 +32,8 @@ from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
 from .products import product_row, project
-from .stages import activate_gates, begin_candidate, begin_gates, candidate_lbr, finish_row, reset_state, update_state
+from .stages import finish_row
+from .step import Rows, Step, candidate, gates, one_row
 
 _TASK, _CALLBACK = JOB["task"], JOB["callback"]
 
@@ -70,53 +71,40 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
         project(X, iwork, weights, work, work, (*at, half * p.n // 2, (half + 1) * p.n // 2, p.nr))
 
 
-@kernel(exact=True)  # the stages are inlined here: their sums must not contract
-def _step_half(c, weights, clip_at, att, y, work, o, item, states):
-    """One half of one phase of step t (``item`` = (t, phase, half)): xg's row t holds X·Wᵀ + bias;
-    the state before the step is at ``cur`` in ``work``, after it at ``nxt`` (``states`` = (cur,
-    nxt)); C, C2 and r ⊙ H are shared, each half writing its own columns."""
+@kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
+def _step_half(c, weights, clip_at, att, y, iwork, w, o, item, states):
+    """One half of one phase of step t (``item`` = (t, phase, half)), by ``step.py``'s phases on the
+    row (``split.row_product``): xg's row t holds X·Wᵀ + bias; the state before the step is at
+    ``cur`` in ``w``, after it at ``nxt`` (``states`` = (cur, nxt)); C, C2 and r ⊙ H are shared, each
+    half writing its own columns."""
     t, phase, half = item
-    cur, nxt = states
     n_hidden = c.n_hidden
-    p = panels(n_hidden, work.itemsize)
+    p = panels(n_hidden, w.itemsize)
     nr = p.nr
-    xo = o.xg + t * p.n * nr
-    r_base = r_start(c, np.int64(0), nr, p.n, weights)
-    rbh_at = bias_start(c, np.int64(0), nr, p.n, weights, work.itemsize) + 3 * n_hidden
-    if phase == 0 and phases(c.lbr, n_hidden, nr) == 1:
+    rows = Rows(np.int64(1), o.c, np.int64(0), o.c2, np.int64(0), o.rh, states[0], states[1])
+    src = r_start(c, np.int64(0), nr, p.n, weights), n_hidden, nr
+    rbh_at = bias_start(c, np.int64(0), nr, p.n, weights, w.itemsize) + 3 * n_hidden
+    how = Step(c, rows, src, (o.xg + t * p.n * nr, t * c.y_step, t), nr, p.p2 * nr, rbh_at, clip_at)
+    if phases(c.lbr, n_hidden, nr) == 1:  # each half the z, r and h columns of its own units
         per_gate = n_hidden // nr
         q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2
-        u0, u1 = q0 * nr, q1 * nr
-        for g in range(3):
-            begin_gates(work, o.c, xo, weights, rbh_at, 1, n_hidden, g * n_hidden + u0, g * n_hidden + u1)
-            at = o.c + g * n_hidden + u0, cur, r_base, n_hidden, g * per_gate + q0, g * per_gate + q1, nr
-            product_row(work, work, weights, at)
-        for g in range(2):
-            activate_gates(work, o.c + g * n_hidden + u0, o.c + g * n_hidden + u1, clip_at, c.f_code)
+        gates(w, weights, weights, iwork, row_product, one_row, how, (q0, q1, 3, per_gate))
+        candidate(w, weights, iwork, att, y, row_product, one_row, how, (q0, q1, q0 * nr, q1 * nr))
     elif phase == 0:
         total = p.n if c.lbr else p.p1
         q0, q1 = half * total // 2, (half + 1) * total // 2
-        c0, c1 = q0 * nr, q1 * nr
-        begin_gates(work, o.c, xo, weights, rbh_at, c.lbr, n_hidden, c0, c1)
-        product_row(work, work, weights, (o.c + c0, cur, r_base, n_hidden, q0, q1, nr))
-        c1 = min(c1, 2 * n_hidden)
-        activate_gates(work, o.c + c0, o.c + c1, clip_at, c.f_code)
-        if not c.lbr:
-            reset_state(work, o.rh, o.c, cur, n_hidden, max(c0, n_hidden) - n_hidden, c1 - n_hidden)
-        return
+        gates(w, weights, weights, iwork, row_product, one_row, how, (q0, q1, 1, 0))
     else:
         q0, q1, u0, u1 = half_units(half, n_hidden, p)
-    if c.lbr:
-        candidate_lbr(work, o.c, xo, n_hidden, u0, u1)
-        hg = o.c + 2 * n_hidden
-    else:
-        first = p.p2 * nr
-        begin_candidate(work, o.c2, xo, n_hidden, first, q0 * nr, q1 * nr)
-        product_row(work, work, weights, (o.c2 + q0 * nr - first, o.rh, r_base, n_hidden, q0, q1, nr))
-        hg = o.c2 + 2 * n_hidden - first
-    activate_gates(work, hg + u0, hg + u1, clip_at, c.g_code)
-    score = load(att, t) if att.size > 0 else work.dtype.type(0)
-    update_state(work, o.c, hg, (cur, nxt), (att.size > 0, score), y, t * c.y_step, (u0, u1))
+        candidate(w, weights, iwork, att, y, row_product, one_row, how, (q0, q1, u0, u1))
+
+
+@kernel()
+def row_product(w, weights, iwork, src, to, a, n, panels):
+    """``step.py``'s ``product`` of one row: C's row (at to[0]) += A's (at ``a`` in ``w``) · the panels
+    [q0, q1) of the packed Rᵀ (``src`` = (Rᵀ's first panel, H, NR))."""
+    r_base, k_len, nr = src
+    product_row(w, w, weights, (to[0], a, r_base, k_len, panels[0], panels[1], nr))
 
 
 @kernel()
@@ -175,7 +163,7 @@ def split_part(job, like, weights_like):
                     s, phase = (m - 1) // n_phases, (m - 1) % n_phases
                     t = length - 1 - s if c.reverse & 1 else s
                     cur, nxt = o.state + (s % 2) * n_hidden, o.state + ((s + 1) % 2) * n_hidden
-                    _step_half(c, weights, clip_at, att, y, work, o, (t, phase, half), (cur, nxt))
+                    _step_half(c, weights, clip_at, att, y, iwork, work, o, (t, phase, half), (cur, nxt))
                 atomic_add(iwork, io.done + m, 1)
         wait_item(iwork, io, m)
     _, _, u0, u1 = half_units(worker, n_hidden, p)
