@@ -13,8 +13,9 @@ weights beside the Parameters); a call repacks them when a Parameter was replace
 which ``param._version`` (every in-place change: ``load_state_dict``, ``copy_``, an optimizer step),
 ``data_ptr()`` and ``module._apply`` (``.to()``, ``.float()``, ``.double()``, ``.half()``) tell.
 Changes made through ``param.data`` bypass torch's version counter: call ``module.repack()`` after
-them. A call like the module's previous one takes its plan (:class:`_Plan`), which checks only what
-could have changed since.
+them. A call like the module's previous one on fastgru takes a short way (``_seen_call``): its arrays
+are compared with that call's by ``fastgru._validate.fits``, as a prepared op's are, and its
+Parameters with those of the packed weights (``_Packs.current``).
 
 Inside ``torch.compile`` and ``torch.export`` the GRU is the custom operator ``fastgru::gru`` (and
 ``fastgru::gru_cell``), with fake implementations that give the output shapes, so that a compiled
@@ -30,6 +31,7 @@ import operator
 import os
 import threading
 import weakref
+from collections import namedtuple
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -41,6 +43,7 @@ from ._import_torch import gru_cell, gru_layers, run_layers
 from ._kernels.memory import same_bits
 from ._stack import GRUStack
 from ._threading import request, requested
+from ._validate import fits, record
 
 __all__ = ["GRU", "GRUCell", "optimize"]
 
@@ -70,6 +73,12 @@ _OMP_SPINS_BRIEFLY = _omp_spins_briefly(os.environ)
 _DTYPES = (_F32, _F64, _F16, _BF16)
 
 
+#: A packed entry: the weak reference of the first Parameter, the (id, _version, data_ptr) of each,
+#: the attributes, the ops, the other Parameters, a copy of the bytes of each inference tensor (else
+#: None), and the versions and data pointers of all, as ``current`` compares them.
+_Entry = namedtuple("_Entry", "ref state attrs ops rest copies versions pointers")
+
+
 class _Packs:
     """The packed weights (fastgru prepared ops) of each GRU and GRUCell, by their Parameters.
 
@@ -82,9 +91,7 @@ class _Packs:
     """
 
     def __init__(self):
-        # id(params[0]) -> (weakref of params[0], [(id, _version, data_ptr)], attrs, ops, params[1:],
-        # [a copy of the bytes of each inference tensor, else None])
-        self._entries = {}
+        self._entries = {}  # id(params[0]) -> _Entry
         self._lock = threading.Lock()
         self.packs = 0  # how many times weights were packed (for the tests)
 
@@ -94,12 +101,12 @@ class _Packs:
         entry = self._entries.get(state[0][0])
         if (
             entry is not None
-            and entry[1] == state
-            and entry[2] == attrs
-            and entry[0]() is params[0]
-            and all(copy is None or same_bits(_bytes(p), copy) for p, copy in zip(params, entry[5]))
+            and entry.state == state
+            and entry.attrs == attrs
+            and entry.ref() is params[0]
+            and all(copy is None or same_bits(_bytes(p), copy) for p, copy in zip(params, entry.copies))
         ):
-            return entry[3]
+            return entry.ops
         ops = build(params)
         key = state[0][0]
         ref = weakref.ref(params[0], lambda ref, key=key: self._forget(key, ref))
@@ -107,14 +114,24 @@ class _Packs:
         with self._lock:
             # The entry goes with params[0] (a weak reference) and holds the others, so that no other
             # object can take their ids while it lives.
-            self._entries[key] = (ref, state, attrs, ops, params[1:], copies)
+            versions, pointers = tuple(v for _, v, _ in state), tuple(d for _, _, d in state)
+            self._entries[key] = _Entry(ref, state, attrs, ops, params[1:], copies, versions, pointers)
             self.packs += 1
         return ops
 
-    def entry(self, key):
-        """The entry of the key of ``get``'s ``key`` (``id(params[0])``), or None: an entry is a new
-        object each time the weights are packed."""
-        return self._entries.get(key)
+    def entry(self, params):
+        """The entry of ``params`` (an _Entry), or None: an entry is a new object each time the
+        weights are packed."""
+        return self._entries.get(id(params[0]))
+
+    def current(self, entry, params):
+        """Whether ``entry`` is still the entry of ``params`` (a tuple of Parameters with version
+        counters), and none of them changed since it was made (its versions and data pointers)."""
+        return (
+            self._entries.get(id(params[0])) is entry
+            and tuple(map(_VERSION, params)) == entry.versions
+            and tuple(map(_DATA_PTR, params)) == entry.pointers
+        )
 
     def discard(self, params):
         """Forget the ops of ``params``: the next call packs them again."""
@@ -126,89 +143,51 @@ class _Packs:
         """The first Parameter of an entry is gone: drop its entry (unless a newer one took the key)."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry[0] is ref:
+            if entry is not None and entry.ref is ref:
                 del self._entries[key]
 
 
 _VERSION, _DATA_PTR = operator.attrgetter("_version"), torch.Tensor.data_ptr
 
 
-class _Plan:
-    """The short way of a module's calls like its last one on fastgru: the call's shapes and dtype,
-    the attributes and Parameters the full checks saw, and the packed ops they led to.
+def _remember(module, input, hx, names, params):
+    """After a call that ran on fastgru: what a call like it compares to take the short way
+    (``_seen_call``), kept when it can be: input and hx plain tensors of float32 or float64, and
+    registered Parameters with version counters (no inference tensors)."""
+    registered = module._parameters
+    if (
+        type(input) is torch.Tensor
+        and (hx is None or type(hx) is torch.Tensor)
+        and (input.dtype is _F32 or input.dtype is _F64)
+        and all(registered.get(name) is p and not p.is_inference() for name, p in zip(names, params))
+    ):
+        params = tuple(params)
+        arrays = record(_numpy(input), None if hx is None else _numpy(hx))
+        settings = input.dtype, module.weight_dtype, module.training, module.__dict__.get("dropout")
+        _SEEN[module] = arrays, settings, tuple(names), params, _PACKS.entry(params)
 
-    A call takes it when its input and hx are plain CPU tensors of the plan's shapes and dtype
-    (float32 or float64), no gradient can be needed (grad mode off), nothing traces or autocasts,
-    the module's weight_dtype, training flag and dropout are the plan's, and each Parameter is the
-    registered one with the version and data_ptr it had, and its packed ops are still _PACKS's
-    (``repack`` and a repacking end a plan). Any other call takes the full checks, which make a
-    new plan. A plan holds nothing of one thread: threads share it.
-    """
 
-    __slots__ = (
-        "x_shape",
-        "h_shape",
-        "dtype",
-        "weight_dtype",
-        "training",
-        "dropout",
-        "names",
-        "params",
-        "versions",
-        "pointers",
-        "key",
-        "entry",
-        "ops",
-    )
-
-    def __init__(self, module, input, hx, names, params, key):
-        self.x_shape, self.h_shape = input.shape, None if hx is None else hx.shape
-        self.dtype, self.weight_dtype, self.training = input.dtype, module.weight_dtype, module.training
-        self.dropout = module.__dict__.get("dropout")  # a GRU's (the cell has none)
-        self.names, self.params = tuple(names), tuple(params)
-        self.versions, self.pointers = tuple(map(_VERSION, params)), tuple(map(_DATA_PTR, params))
-        self.key, self.entry = key, _PACKS.entry(key)
-        self.ops = self.entry[3]
-
-    @staticmethod
-    def possible(module, input, hx, names, params):
-        """Whether a call that just ran on fastgru can leave a plan: plain tensors of float32 or
-        float64, and registered Parameters with version counters (no inference tensors)."""
-        registered = module._parameters
-        return (
-            type(input) is torch.Tensor
-            and (hx is None or type(hx) is torch.Tensor)
-            and (input.dtype is _F32 or input.dtype is _F64)
-            and all(registered.get(name) is p and not p.is_inference() for name, p in zip(names, params))
-        )
-
-    def holds(self, module, input, hx):
-        """Whether this call is like the plan's (see the class docstring)."""
-        if (
-            type(input) is not torch.Tensor
-            or input.shape != self.x_shape
-            or input.dtype is not self.dtype
-            or not input.is_cpu
-            or module.weight_dtype != self.weight_dtype
-            or module.training is not self.training
-            or module.__dict__.get("dropout") != self.dropout
-        ):
-            return False
-        if hx is None:
-            if self.h_shape is not None:
-                return False
-        elif type(hx) is not torch.Tensor or hx.shape != self.h_shape or hx.dtype is not self.dtype or not hx.is_cpu:
-            return False
-        if torch.is_grad_enabled() or torch.is_autocast_enabled("cpu") or torch.jit.is_tracing() or _traced():
-            return False
-        if _PACKS.entry(self.key) is not self.entry:
-            return False
-        params = self.params  # the registered ones, with their versions and data (C loops: map)
-        return (
-            all(map(operator.is_, map(module._parameters.get, self.names), params))
-            and tuple(map(_VERSION, params)) == self.versions
-            and tuple(map(_DATA_PTR, params)) == self.pointers
-        )
+def _seen_call(module, input, hx):
+    """(ops, x, h) of a call like the last one of ``module`` that ran on fastgru (``_remember``): its
+    packed ops, and input and hx as NumPy arrays, or None. Like it: plain CPU tensors whose arrays
+    ``fits`` that call's (the shapes, dtype and layout; a prepared op's comparison), no gradient
+    needed (grad mode off), nothing traced or autocast, the module's weight_dtype, training flag and
+    dropout as they were, and its registered Parameters those of the packed ops, unchanged
+    (``_Packs.current``: ``repack`` and a repacking end it). Any other call takes the full checks."""
+    seen = _SEEN.get(module)
+    if seen is None or type(input) is not torch.Tensor or not input.is_cpu:
+        return None
+    arrays, settings, names, params, entry = seen
+    if hx is not None and (type(hx) is not torch.Tensor or not hx.is_cpu or hx.dtype is not input.dtype):
+        return None
+    if (input.dtype, module.weight_dtype, module.training, module.__dict__.get("dropout")) != settings:
+        return None
+    if torch.is_grad_enabled() or torch.is_autocast_enabled("cpu") or torch.jit.is_tracing() or _traced():
+        return None
+    if not all(map(operator.is_, map(module._parameters.get, names), params)) or not _PACKS.current(entry, params):
+        return None
+    x, h = _numpy(input), None if hx is None else _numpy(hx)
+    return (entry.ops, x, h) if fits(arrays, x, h) else None
 
 
 def _numpy(t):
@@ -216,9 +195,9 @@ def _numpy(t):
     return t.detach().numpy() if t.requires_grad else t.numpy()
 
 
-def _planned_gru(stack, input, hx, bidirectional, batch_first):
-    """A GRU's call by its plan: the arrays to ``run_layers`` and back, as ``_gru`` does."""
-    x, h0 = _numpy(input), None if hx is None else _numpy(hx)
+def _seen_gru(stack, x, h0, bidirectional, batch_first):
+    """A GRU's call that took the short way (``_seen_call``): its arrays to ``run_layers`` and back,
+    as ``_gru`` does."""
     batched = x.ndim == 3
     if not batched:
         x = x[None] if batch_first else x[:, None]
@@ -231,18 +210,18 @@ def _planned_gru(stack, input, hx, bidirectional, batch_first):
     return torch.from_numpy(output), torch.from_numpy(h_n)
 
 
-def _planned_cell(op, input, hx):
-    """A GRUCell's call by its plan, as ``_gru_cell`` does."""
-    x = _numpy(input)
+def _seen_cell(op, x, h):
+    """A GRUCell's call that took the short way (``_seen_call``), as ``_gru_cell`` does."""
     batched = x.ndim == 2
     x = x if batched else x[None]
-    h = np.zeros((x.shape[0], op.hidden_size), dtype=x.dtype) if hx is None else _numpy(hx).reshape(x.shape[0], -1)
+    h = np.zeros((x.shape[0], op.hidden_size), dtype=x.dtype) if h is None else h.reshape(x.shape[0], -1)
     h_new = _with_torch_threads(x.shape[0], 1, op, x, h)
     return torch.from_numpy(h_new if batched else h_new[0])
 
 
-#: The plan of each fastgru module (weakly held: a module's plan goes with it).
-_PLANS = weakref.WeakKeyDictionary()
+#: What each fastgru module's last call on fastgru left for the next (``_remember``; weakly held: it
+#: goes with the module).
+_SEEN = weakref.WeakKeyDictionary()
 
 
 def _bytes(tensor):
@@ -523,9 +502,9 @@ class GRU(torch.nn.RNNBase):
 
     def forward(self, input, hx=None):
         """torch.nn.GRU's forward: on fastgru's kernels when the conditions of the class hold."""
-        plan = _PLANS.get(self)
-        if plan is not None and plan.holds(self, input, hx):
-            return _planned_gru(plan.ops, input, hx, self.bidirectional, self.batch_first)
+        seen = _seen_call(self, input, hx)
+        if seen is not None:
+            return _seen_gru(*seen, self.bidirectional, self.batch_first)
         params = self._weights()
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
@@ -544,8 +523,7 @@ class GRU(torch.nn.RNNBase):
             output, h_n = gru_op(*args)
         else:
             output, h_n = _gru(*args)
-            if _Plan.possible(self, data, given_hx, self._flat_weights_names, params):
-                _PLANS[self] = _Plan(self, data, given_hx, self._flat_weights_names, params, id(params[0]))
+            _remember(self, data, given_hx, self._flat_weights_names, params)
         if not batched:
             return output.squeeze(0 if self.batch_first else 1), h_n.squeeze(1)
         return output, h_n
@@ -651,9 +629,9 @@ class GRUCell(torch.nn.GRUCell):
 
     def forward(self, input, hx=None):
         """torch.nn.GRUCell's forward: on fastgru's kernels when the conditions of the class hold."""
-        plan = _PLANS.get(self)
-        if plan is not None and plan.holds(self, input, hx):
-            return _planned_cell(plan.ops, input, hx)
+        seen = _seen_call(self, input, hx)
+        if seen is not None:
+            return _seen_cell(*seen)
         params = self._params()
         if not self._fast(input, hx, params):
             return super().forward(input, hx)
@@ -667,9 +645,7 @@ class GRUCell(torch.nn.GRUCell):
             h_new = gru_cell_op(*args)
         else:
             h_new = _gru_cell(*args)
-            names = _CELL_NAMES[: len(params)]
-            if _Plan.possible(self, given, given_hx, names, params):
-                _PLANS[self] = _Plan(self, given, given_hx, names, params, id(params[0]))
+            _remember(self, given, given_hx, _CELL_NAMES[: len(params)], params)
         return h_new if batched else h_new.squeeze(0)
 
     def _fast(self, input, hx, params):

@@ -59,7 +59,7 @@ def check(label, got, want):
 @pytest.fixture
 def spy(monkeypatch):
     """Counts the calls that ran on fastgru (the GRU's and the cell's bodies, by the full checks or by
-    a plan: ``calls["planned"]`` of them)."""
+    the short way of a call like the last: ``calls.planned`` of them)."""
     calls = type("Calls", (dict,), {})(gru=0, cell=0)  # a dict, with the attribute ``planned``
     planned = {"gru": 0, "cell": 0}
 
@@ -71,7 +71,7 @@ def spy(monkeypatch):
 
         return run
 
-    for kind, name, plan_name in (("gru", "_gru", "_planned_gru"), ("cell", "_gru_cell", "_planned_cell")):
+    for kind, name, plan_name in (("gru", "_gru", "_seen_gru"), ("cell", "_gru_cell", "_seen_cell")):
         monkeypatch.setattr(fastgru_torch, name, counted(kind, getattr(fastgru_torch, name), False))
         monkeypatch.setattr(fastgru_torch, plan_name, counted(kind, getattr(fastgru_torch, plan_name), True))
     calls.planned = planned
@@ -516,11 +516,11 @@ def test_changed_cell_parameters_are_seen():
     assert not torch.equal(first, cell.float()(x).detach())
 
 
-# ------------------------------------------------------------------------------------------ plans
+# ------------------------------------------------------------------------------------ the short way
 
 
 def _gru_calls(module, x, h0):
-    """The GRU's calls of test_repeated_calls_take_the_plan: (input, hx) batched and not, hx or None."""
+    """The GRU's calls of test_repeated_calls_take_the_short_way: (input, hx) batched and not, hx or None."""
     x1 = x[0] if module.batch_first else x[:, 0]
     return [(x, h0), (x, None), (x1, h0[:, 0]), (x1, None)]
 
@@ -528,8 +528,8 @@ def _gru_calls(module, x, h0):
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_repeated_calls_take_the_plan(bidirectional, batch_first, dtype, spy):
-    """A call like the module's last one takes its plan, and gives the bits of the full path: new
+def test_repeated_calls_take_the_short_way(bidirectional, batch_first, dtype, spy):
+    """A call like the module's last one takes the short way, and gives the bits of the full path: new
     tensors each time, for the GRU and the cell, batched or not, with hx or without."""
     gru = torch.nn.GRU(I, H, num_layers=2, bidirectional=bidirectional, batch_first=batch_first).to(dtype)
     cell = torch.nn.GRUCell(I, H).to(dtype)
@@ -547,15 +547,15 @@ def test_repeated_calls_take_the_plan(bidirectional, batch_first, dtype, spy):
             first = fast(*args)
             planned = dict(spy.planned)
             again = fast(*args)
-            assert sum(spy.planned.values()) == sum(planned.values()) + 1, "the second call takes the plan"
+            assert sum(spy.planned.values()) == sum(planned.values()) + 1, "the second call takes the short way"
             first, again = (first, again) if isinstance(first, tuple) else ((first,), (again,))
             for a, b in zip(first, again):
                 assert torch.equal(a, b) and a is not b and a.data_ptr() != b.data_ptr()
             check(label, again if len(again) > 1 else again[0], module(*args))
 
 
-def test_a_plan_is_left_when_its_call_differs(spy):
-    """Anything that differs from the plan's call takes the full checks, and whatever they decide:
+def test_the_short_way_is_left_when_a_call_differs(spy):
+    """Anything that differs from the last call's takes the full checks, and whatever they decide:
     shapes, hx given or not, dtype, grad mode, autocast, training, weight_dtype, the Parameters."""
     module = torch.nn.GRU(I, H, num_layers=2, batch_first=True, dropout=0.5).eval()
     fast = fastgru.torch.optimize(module)
@@ -563,14 +563,14 @@ def test_a_plan_is_left_when_its_call_differs(spy):
     x, h0 = inputs(rng, N, S, I), inputs(rng, 2, N, H)
 
     def runs(way, call, *args, change=lambda: None):
-        """Makes the plan with ``fast(x, h0)``, then ``change()``, then checks that ``call(*args)``
-        ran ``way``: by the plan, by the full checks on fastgru, or on torch."""
+        """Takes the short way after ``fast(x, h0)``, then ``change()``, then checks that ``call(*args)``
+        ran ``way``: by the short way, by the full checks on fastgru, or on torch."""
         with torch.no_grad():
             fast(x, h0)
             change()
         calls, planned = spy["gru"], spy.planned["gru"]
         result = call(*args)
-        ran = {(1, 1): "plan", (1, 0): "full", (0, 0): "torch"}[spy["gru"] - calls, spy.planned["gru"] - planned]
+        ran = {(1, 1): "short", (1, 0): "full", (0, 0): "torch"}[spy["gru"] - calls, spy.planned["gru"] - planned]
         assert ran == way, (way, call, args)
         return result
 
@@ -578,8 +578,8 @@ def test_a_plan_is_left_when_its_call_differs(spy):
         return lambda: [change(m) for m in (fast, module)]
 
     with torch.no_grad():
-        runs("plan", fast, x, h0)
-        check("float32", runs("plan", fast, x.clone(), h0.clone()), module(x, h0))  # other tensors, same shapes
+        runs("short", fast, x, h0)
+        check("float32", runs("short", fast, x.clone(), h0.clone()), module(x, h0))  # other tensors, same shapes
         runs("full", fast, x[:2], h0[:, :2])  # another batch size
         runs("full", fast, x, None)
         runs("full", fast, x[:, :2], h0)  # fewer steps
@@ -610,8 +610,8 @@ def test_a_plan_is_left_when_its_call_differs(spy):
         check("float32", runs("full", fast, x, h0, change=lambda: (unseen(), fast.repack())), module(x, h0))
 
 
-def test_plans_are_not_copied_with_the_module():
-    """A deep copy or a pickled module starts without a plan, and its own Parameters are used."""
+def test_the_short_way_is_not_copied_with_the_module():
+    """A deep copy or a pickled module starts without the short way, and its own Parameters are used."""
     fast = fastgru.torch.optimize(torch.nn.GRU(I, H).eval())
     x = inputs(np.random.default_rng(31), S, N, I)
     with torch.no_grad():
@@ -620,7 +620,7 @@ def test_plans_are_not_copied_with_the_module():
         twin = copy.deepcopy(fast)
         restored = pickle.loads(pickle.dumps(fast))
         for other in (twin, restored):
-            assert other not in fastgru_torch._PLANS
+            assert other not in fastgru_torch._SEEN
             other.weight_hh_l0.mul_(0)
             check("float32", other(x), torch.nn.GRU.forward(other, x))
         check("float32", fast(x), torch.nn.GRU.forward(fast, x))
@@ -797,7 +797,7 @@ def test_import_fastgru_does_not_import_torch():
 @pytest.mark.parametrize("inference_tensors", [False, True])
 def test_optimized_inside_inference_mode(inference_tensors):
     """optimize() inside torch.inference_mode() copies the model outside it: Parameters with version
-    counters, which take plans. A model made inside it and optimised in place has inference-tensor
+    counters, which the short way needs. A model made inside it and optimised in place has inference-tensor
     Parameters, which keep no version counter. Either works there and outside, and follows
     in-place changes."""
     x = inputs(np.random.default_rng(15), N, S, I)
@@ -821,7 +821,7 @@ def test_optimized_inside_inference_mode(inference_tensors):
         got, want = fast(x), torch.nn.GRU.forward(reference, x)
         check("float32", got, want)
         assert fastgru_torch._PACKS.packs == packs + 1
-        assert (fast in fastgru_torch._PLANS) != inference_tensors  # plans need version counters
+        assert (fast in fastgru_torch._SEEN) != inference_tensors  # the short way needs version counters
     with torch.no_grad():
         check("float32", fast(x), torch.nn.GRU.forward(reference, x))
 

@@ -6,8 +6,9 @@ first is a pass over W and R as long as the step itself, and a cache of packed w
 the caller's weights anyway to prove them unchanged. Here each panel is packed into a small buffer
 that stays in the first-level cache, K_ROWS rows of k at a time, just before the micro-kernel
 multiplies it (``layout.pack_panel``): W and R are read once, and nothing is kept between calls.
-The panels, the micro-kernel and the stage functions are the other drivers', and a sum's C is
-stored and loaded between two runs of k rows exactly: the results have the same bits.
+The panels, the micro-kernel and the step (``step.py``, with ``direct_product`` as its product) are
+the other drivers', and a sum's C is stored and loaded between two runs of k rows exactly: the
+results have the same bits.
 
 A call of one direction can also be shared with the partner thread (``pair.run_direct_pair``): two
 workers, each the split driver's protocol of claims (``split.py``) over the step's two phases.
