@@ -245,7 +245,7 @@ class Plan:
         else:
             blocks, rows, tasks = 0, n, 1
         hoist = _paths.hoists(rows, s, h, itemsize)
-        o, io = rows_scratch(rows, s, i, h, hoist, itemsize, CHUNK_ROWS)
+        o, io = rows_scratch(rows, s, i, h, int(hoist), itemsize, CHUNK_ROWS)  # an int, as the kernels pass it
         ints = (io.end + JOB_SIZE) * tasks  # each task's job first (the parallel driver's)
         return Layer(self.calls[k](hoist), o.end * tasks, ints, blocks, path, mailbox)
 

@@ -36,7 +36,7 @@ from .microkernel import tile_fma
 from .products import PANEL_VECTORS
 from .split import claim, half_units, wait_item
 from .stages import finish_row
-from .step import Rows, Step, candidate, gates, one_row, whole_step
+from .step import Rows, Step, candidate, gates, one_row, whole
 
 #: Rows of k packed into the buffer at a time (a multiple of every geometry's lanes): 8 KB of a
 #: float32 panel of 32 columns.
@@ -86,7 +86,7 @@ def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
 def run_direct(job, like, weights_like):
     """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread: ``job``'s
     arrays of ``like``'s dtype, the caller's W, R and B of ``weights_like``'s (the same) in it
-    (``jobs.direct_weights``). X·Wᵀ + bias, then ``step.whole_step`` on the row and R as it is."""
+    (``jobs.direct_weights``). X·Wᵀ + bias, then a whole step (``step.py``) on the row and R as it is."""
     X, h0, lengths, _, att, y, ho, _, call, clip, work, iwork = job_arrays(job, like, weights_like)
     c = read_call(call)
     W, R, B = direct_weights(job, weights_like, c.n_dirs, c.n_inputs, c.n_hidden)
@@ -97,6 +97,7 @@ def run_direct(job, like, weights_like):
     clip_at = y.dtype.type(clip)
     length, w = lengths[0], work
     rows, units = Rows(np.int64(1), o.c, np.int64(0), o.c2, np.int64(0), o.m, o.state, o.state), (np.int64(0), n_hidden)
+    panels_of_gates, units_of_step = whole(c.lbr, n_hidden, p)
     for d in range(c.n_dirs):
         so, yo, bias_at = d * c.s_dir, d * c.y_dir, d * B.shape[1]
         for j in range(n_hidden):
@@ -111,7 +112,8 @@ def run_direct(job, like, weights_like):
             product_direct(w, o.xg, o.x, W, d, np.int64(0), p.n, o.panel, nr)
             how = Step(c, rows, (d, o.panel, nr), (o.xg, yo, np.int64(0)), nr, p.p2 * nr, bias_at + 3 * n_hidden,
                 clip_at)  # fmt: skip
-            whole_step(w, R, B, iwork, att, y, direct_product, one_row, how, p)
+            gates(w, R, B, iwork, direct_product, one_row, how, panels_of_gates)
+            candidate(w, R, iwork, att, y, direct_product, one_row, how, units_of_step)
         finish_row(w, o.state, length == 0 and not c.keep, y, (yo, c.y_step), (length, 1), ho, so, units)
     return 0
 

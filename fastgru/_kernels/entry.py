@@ -56,12 +56,12 @@ def _took_lengths(lengths, jobs):
     return True
 
 
-@kernel(inline=True)  # into each entry: compiled in them, not on its own
-def _run(X, h0, lengths, att, y, ho, jobs):
-    """The plan's jobs on the call's arrays; returns the largest answer of the drivers (0; a pair
-    driver's, a wavefront's: 1 when the partner took its part), or -1 when a shape differs from the
-    plan's or a sequence length lies outside [0, S] (nothing was written but the lengths buffer).
-    The shapes are compared in ``jobs.SHAPED``'s order."""
+def _run_plan(X, h0, lengths, att, y, ho, jobs):
+    """The entry of every call but a direct one: the plan's jobs on the call's arrays; returns the
+    largest answer of the drivers (0; a pair driver's, a wavefront's: 1 when the partner took its
+    part), or -1 when a shape differs from the plan's or a sequence length lies outside [0, S]
+    (nothing was written but the lengths buffer). The shapes are compared in ``jobs.SHAPED``'s
+    order."""
     if (
         _differs(X.shape, jobs, 0)
         or _differs(h0.shape, jobs, 1)
@@ -86,9 +86,9 @@ def _run(X, h0, lengths, att, y, ho, jobs):
     return 0
 
 
-def _run_plan(X, h0, lengths, att, y, ho, jobs):
-    """``_run``: the entry of every call but a direct one."""
-    return _run(X, h0, lengths, att, y, ho, jobs)
+#: ``_run_plan`` inlined into the direct entry. The plan's entry compiles ``_run_plan`` itself, not a
+#: function that inlines it: Numba copies an inlined function's code at each level of inlining.
+_run = kernel(inline=True)(_run_plan)
 
 
 def _run_direct_plan(X, h0, lengths, att, y, ho, W, R, B, jobs):

@@ -34,7 +34,7 @@ from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_
 from .memory import LINE_BYTES, load, store
 from .products import pack, product_rows, project
 from .stages import finish_row
-from .step import Rows, Step, whole_step
+from .step import Rows, Step, candidate, gates, whole
 
 _TASK, _BLOCKS, _CALLBACK, _CALL, _CLIP = JOB["task"], JOB["blocks"], JOB["callback"], JOB["call"], JOB["clip"]
 _WORK, _IWORK = JOB["work"], JOB["iwork"]
@@ -67,16 +67,86 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
 Task = namedtuple("Task", "c p o io lo n_rows work_at iwork_at clip_at")
 
 
-@kernel(exact=True)  # the stages are inlined here: their sums must not contract
+@kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
 def run_serial(job, like, weights_like):
     """The serial driver, and a task of the parallel one, on ``job`` (``jobs.py``) whose float arrays
-    are of ``like``'s dtype and weights of ``weights_like``'s. JOB["blocks"] 0: every direction and
-    row on the calling thread, in the whole scratch. JOB["blocks"] n > 0: task k = JOB["task"] of
-    run_parallel's D·n, direction k // n, block k % n of the rows, in the k-th of equal parts of
-    ``work`` (whole 64-byte lines) and ``iwork``. A task's scratch is ``layout.rows_scratch``'s. One
-    function for both, with the task in the job, not a loop around a function of a task's rows:
-    Numba links a callee's code into each of its callers and LLVM optimises it again there
-    (docs/tuning.md, "One compilation of each driver's body")."""
+    are of ``like``'s dtype and weights of ``weights_like``'s (``_task``). For each direction d of the
+    task's: the rows' states, X·Wᵀ + bias of every (row, step) first when the call hoists it (for a
+    stack's wavefront, WAVE_STEPS steps at a time once they are there), the rows still running at
+    each step in chunks of up to CHUNK_ROWS (a whole step of ``step.py`` on each, ``_chunk``), then
+    Ho and Y's zeros past each row's length. The loops and the step's phases are written here, not
+    in a function inlined here: Numba copies an inlined function's whole code at each level of
+    inlining, block by block, and the driver took twice as long to compile."""
+    t, d0, d1 = _task(job, like)
+    X, h0, lengths, state_rows, att, y, ho, weights, _, _, work, iwork = job_arrays(job, like, weights_like)
+    w, iwork = work[t.work_at :], iwork[t.iwork_at :]
+    c, p, o, io = t.c, t.p, t.o, t.io
+    n_hidden, seq_length, n_rows, lo = c.n_hidden, c.seq_length, t.n_rows, t.lo
+    ldc = p.n * p.nr
+    hoist = c.hoist
+    waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
+    whole_gates, whole_units = whole(c.lbr, n_hidden, p)
+    for d in range(d0, d1):
+        at = d, w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
+        r_base = r_start(c, d, p.nr, p.n, weights)
+        order_rows(lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
+        for i in range(n_rows):  # the initial states, in that order
+            h0_at = state_at(c, state_rows, load(iwork, io.order + i), d)
+            for j in range(n_hidden):
+                store(w, o.state + i * n_hidden + j, load(h0, h0_at + j))
+        if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
+            total = n_rows * seq_length
+            for r0 in range(0, total, CHUNK_ROWS):
+                n = min(CHUNK_ROWS, total - r0)
+                for r in range(n):
+                    b, s = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
+                    store(iwork, io.offsets + r, b * c.x_row + s * c.x_step)
+                _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + r0 * ldc))
+        running = n_rows  # the rows still running at step s: a prefix of the order
+        for s in range(seq_length):
+            while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
+                running -= 1
+            if running == 0:
+                break
+            if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
+                _wait_for(c.wait, s, iwork)
+            elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
+                s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
+                if c.wait != 0:
+                    _wait_for(c.wait, s1 - 1, iwork)
+                for i in range(n_rows):  # rows past their length project X they never read
+                    for t0 in range(s, s1, CHUNK_ROWS):
+                        n = min(CHUNK_ROWS, s1 - t0)
+                        for r in range(n):
+                            store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
+                        _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + (i * seq_length + t0) * ldc))
+            for g0 in range(0, running, CHUNK_ROWS):
+                if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
+                    _times(lengths, iwork, t, (d, s, g0, min(CHUNK_ROWS, running - g0)))
+                    _project(X, iwork, weights, w, t, (at[1], at[2], min(CHUNK_ROWS, running - g0), o.xg))
+                how = _chunk(lengths, iwork, t, (d, r_base, at[2], s, g0, min(CHUNK_ROWS, running - g0)))
+                gates(w, weights, weights, iwork, rows_product, chunk_row, how, whole_gates)
+                candidate(w, weights, iwork, att, y, rows_product, chunk_row, how, whole_units)
+            if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
+                atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
+        for i in range(n_rows):  # Ho, and Y's zeros past each row's length
+            b = load(iwork, io.order + i)
+            length = lengths[b]
+            y_at, ho_at = (b * c.y_row + d * c.y_dir, c.y_step), state_at(c, state_rows, b, d)
+            finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, y_at, (length, seq_length), ho, ho_at,
+                (np.int64(0), n_hidden))  # fmt: skip
+    return 0
+
+
+@kernel(inline=True)
+def _task(job, like):
+    """(Task, d0, d1): the rows, directions [d0, d1) and scratch of the job's task. JOB["blocks"] 0:
+    every direction and row on the calling thread, in the whole scratch. JOB["blocks"] n > 0: task
+    k = JOB["task"] of run_parallel's D·n, direction k // n, block k % n of the rows, in the k-th of
+    equal parts of ``work`` (whole 64-byte lines) and ``iwork``. A task's scratch is
+    ``layout.rows_scratch``'s. One driver for both, with the task in the job, not a loop around a
+    function of a task's rows: Numba links a callee's code into each of its callers and LLVM
+    optimises it again there (docs/tuning.md, "One compilation of each driver's body")."""
     c = read_call(carray(pointer_to(job[_CALL], job), (job[_CALL + 1],)))
     task, n_blocks = job[_TASK], job[_BLOCKS]
     d0, d1, lo, hi, work_at, iwork_at = 0, c.n_dirs, 0, c.n_rows, 0, 0
@@ -88,70 +158,7 @@ def run_serial(job, like, weights_like):
         iwork_at = task * (job[_IWORK + 1] // n_tasks)
     o, io = rows_scratch(hi - lo, c.seq_length, c.n_inputs, c.n_hidden, c.hoist, like.itemsize, np.int64(CHUNK_ROWS))
     clip_at = like.dtype.type(job.view(np.float64)[_CLIP])
-    t = Task(c, panels(c.n_hidden, like.itemsize), o, io, lo, hi - lo, work_at, iwork_at, clip_at)
-    for d in range(d0, d1):
-        _direction(job, like, weights_like, t, d)
-    return 0
-
-
-@kernel(exact=True, inline=True)
-def _direction(job, like, weights_like, t, d):
-    """Every step of direction d for the task's rows: their states, X·Wᵀ + bias of every (row, step)
-    first when the call hoists it (for a stack's wavefront, WAVE_STEPS steps at a time once they are
-    there), the rows still running at each step in chunks of up to CHUNK_ROWS (``_chunk``), then Ho and
-    Y's zeros past each row's length."""
-    X, h0, lengths, state_rows, att, y, ho, weights, _, _, work, iwork = job_arrays(job, like, weights_like)
-    w, iwork = work[t.work_at :], iwork[t.iwork_at :]
-    c, p, o, io = t.c, t.p, t.o, t.io
-    n_hidden, seq_length, n_rows, lo = c.n_hidden, c.seq_length, t.n_rows, t.lo
-    ldc = p.n * p.nr
-    at = d, w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
-    order_rows(lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
-    for i in range(n_rows):  # the initial states, in that order
-        h0_at = state_at(c, state_rows, load(iwork, io.order + i), d)
-        for j in range(n_hidden):
-            store(w, o.state + i * n_hidden + j, load(h0, h0_at + j))
-    hoist = c.hoist
-    waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
-    if hoist and not waves:  # X·Wᵀ + bias of every (row, step) of the block, row (b - lo)*S + t
-        total = n_rows * seq_length
-        for r0 in range(0, total, CHUNK_ROWS):
-            n = min(CHUNK_ROWS, total - r0)
-            for r in range(n):
-                b, s = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
-                store(iwork, io.offsets + r, b * c.x_row + s * c.x_step)
-            _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + r0 * ldc))
-    running = n_rows  # the rows still running at step s: a prefix of the order
-    for s in range(seq_length):
-        while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
-            running -= 1
-        if running == 0:
-            break
-        if c.wait != 0 and not hoist:  # a stack's wavefront: X's step s is the Y of the layer before
-            _wait_for(c.wait, s, iwork)
-        elif waves and s % WAVE_STEPS == 0:  # X·Wᵀ + bias of the next WAVE_STEPS steps, once there
-            s1 = min(s + WAVE_STEPS, lengths[load(iwork, io.order)])  # the block's longest row
-            if c.wait != 0:
-                _wait_for(c.wait, s1 - 1, iwork)
-            for i in range(n_rows):  # rows past their length project X they never read
-                for t0 in range(s, s1, CHUNK_ROWS):
-                    n = min(CHUNK_ROWS, s1 - t0)
-                    for r in range(n):
-                        store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
-                    _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + (i * seq_length + t0) * ldc))
-        for g0 in range(0, running, CHUNK_ROWS):
-            if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
-                _times(lengths, iwork, t, (d, s, g0, min(CHUNK_ROWS, running - g0)))
-                _project(X, iwork, weights, w, t, (at[1], at[2], min(CHUNK_ROWS, running - g0), o.xg))
-            _chunk(lengths, att, y, weights, w, iwork, t, (*at, s, g0, min(CHUNK_ROWS, running - g0)))
-        if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
-            atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
-    for i in range(n_rows):  # Ho, and Y's zeros past each row's length
-        b = load(iwork, io.order + i)
-        length = lengths[b]
-        y_at, ho_at = (b * c.y_row + d * c.y_dir, c.y_step), state_at(c, state_rows, b, d)
-        finish_row(w, o.state + i * n_hidden, length == 0 and not c.keep, y, y_at, (length, seq_length), ho, ho_at,
-            (np.int64(0), n_hidden))  # fmt: skip
+    return Task(c, panels(c.n_hidden, like.itemsize), o, io, lo, hi - lo, work_at, iwork_at, clip_at), d0, d1
 
 
 @kernel(exact=True, inline=True)
@@ -175,12 +182,13 @@ def _times(lengths, iwork, t, step):
         store(iwork, io.offsets + i, b * c.x_row + (lengths[b] - 1 - s if rev else s) * c.x_step)
 
 
-@kernel(exact=True, inline=True)
-def _chunk(lengths, att, y, weights, w, iwork, t, step):
-    """Step s of direction d for the rows g0..g0 + n of the order (``step`` = (d, w_base, bias_at, s,
-    g0, n)), X·Wᵀ + bias in xg: ``step.whole_step`` on the chunk's rows (``chunk_row``) and the
+@kernel(inline=True)
+def _chunk(lengths, iwork, t, step):
+    """The ``step.Step`` of step s of direction d for the rows g0..g0 + n of the order (``step`` = (d,
+    r_base, bias_at, s, g0, n): where direction d's Rᵀ and bias start in the packed weights), whose
+    X·Wᵀ + bias is in xg: the chunk's rows (``chunk_row``; their times are written first) and the
     packed weights (``rows_product``)."""
-    d, _, bias_at, s, g0, n = step
+    d, r_base, bias_at, s, g0, n = step
     c, p, o, io = t.c, t.p, t.o, t.io
     n_hidden, nr, ldc = c.n_hidden, t.p.nr, t.p.n * t.p.nr
     rev = (c.reverse >> d) & 1
@@ -189,10 +197,9 @@ def _chunk(lengths, att, y, weights, w, iwork, t, step):
         store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
     states = o.state + g0 * n_hidden
     rows = Rows(n, o.c, ldc, o.c2, (p.n - p.p2) * nr, o.m, states, states)
-    src = o.a, io.offsets, r_start(c, d, nr, p.n, weights), n_hidden, nr
+    src = o.a, io.offsets, r_base, n_hidden, nr
     at = io.order + g0, io.times, t.lo, c.seq_length, c.hoist, o.xg, ldc, d * c.y_dir, c.y_row, c.y_step
-    how = Step(c, rows, src, at, nr, p.p2 * nr, bias_at + 3 * n_hidden, t.clip_at)
-    whole_step(w, weights, weights, iwork, att, y, rows_product, chunk_row, how, p)
+    return Step(c, rows, src, at, nr, p.p2 * nr, bias_at + 3 * n_hidden, t.clip_at)
 
 
 @kernel()

@@ -15,14 +15,18 @@ Every driver runs a step through these two, and they differ only in three parame
   order; one row gives its own (``one_row``);
 - which columns: a range of panels for ``gates`` (the split driver's halves), repeated once per
   gate for the split's one-phase steps, and a range of units for ``candidate``; a whole step is
-  ``whole_step``;
+  ``gates`` on the panels of z and r (and h, with linear_before_reset), then ``candidate`` on every
+  unit (``whole``);
 - which weights: ``product`` (a kernel, with its integers ``Step.src``): C's rows += A's rows ·
   panels of Rᵀ, from packed weights (a chunk's rows, ``rows.rows_product``, or one row,
   ``split.row_product``) or from the caller's R as it is (``direct.direct_product``).
 
 Numba compiles the phases into each driver with its kernels (they are inlined, and the kernels
 passed to them are compile-time constants): one source, a specialisation per driver, and the stages
-of every path compute every element alike, so results do not depend on the path.
+of every path compute every element alike, so results do not depend on the path. The phases are
+inlined straight into the function that runs a step, never through another inlined function:
+Numba copies an inlined function's code block by block at each level, and a level more doubled
+the batch driver's compile time.
 """
 
 from collections import namedtuple
@@ -104,9 +108,8 @@ def candidate(w, weights, iwork, att, y, product, where, step, units):
         update_state(w, co, hg, states, (has_att, score), y, y_at, (u0, u1))
 
 
-@kernel(exact=True, inline=True)
-def whole_step(w, weights, bias, iwork, att, y, product, where, step, p):
-    """A whole step of the rows of ``step`` (``p``: the Panels): the gates' phase on the panels
-    that hold z and r (and h, with linear_before_reset), then the candidate's on every unit."""
-    gates(w, weights, bias, iwork, product, where, step, (np.int64(0), p.n if step.c.lbr else p.p1, 1, 0))
-    candidate(w, weights, iwork, att, y, product, where, step, (p.p2, p.n, np.int64(0), step.c.n_hidden))
+@kernel(inline=True)
+def whole(lbr, n_hidden, p):
+    """(gates' panels, candidate's units) of a whole step (``p``: the Panels): the panels that hold z
+    and r (and h, with linear_before_reset) once, and every unit of the h gate's panels."""
+    return (np.int64(0), p.n if lbr else p.p1, np.int64(1), np.int64(0)), (p.p2, p.n, np.int64(0), n_hidden)
