@@ -25,9 +25,10 @@ class Callbacks:
     """Callbacks by key (functions of one job format, each of its own qualified name: Numba's cache
     keys on it), compiled on first use."""
 
-    def __init__(self, functions, threads=()):
+    def __init__(self, functions, threads=(), exact=()):
         self._functions = functions
         self._threads = threads  # keys whose code links to the threading layer's symbols
+        self._exact = exact  # keys compiled without contraction (``_config.kernel``'s ``exact``)
         self._compiled = {}
 
     def compiled(self):
@@ -44,7 +45,8 @@ class Callbacks:
         if compiled is None:
             if key in self._threads:  # code loaded from the cache links to the threading layer's symbols
                 start_pool()
-            compiled = self._compiled[key] = kernel(callback=SIGNATURE)(self._functions[key])
+            compiled = kernel(exact=key in self._exact, callback=SIGNATURE)(self._functions[key])
+            self._compiled[key] = compiled
         return compiled.address
 
 

@@ -6,7 +6,7 @@ first is a pass over W and R as long as the step itself, and a cache of packed w
 the caller's weights anyway to prove them unchanged. Here each panel is packed into a small buffer
 that stays in the first-level cache, K_ROWS rows of k at a time, just before the micro-kernel
 multiplies it (``layout.pack_panel``): W and R are read once, and nothing is kept between calls.
-The panels, the micro-kernel and the step (``step.py``, with ``direct_product`` as its product) are
+The panels, the micro-kernel and the step (``step.py``, with ``product_direct`` as its product) are
 the other drivers', and a sum's C is stored and loaded between two runs of k rows exactly: the
 results have the same bits.
 
@@ -70,15 +70,18 @@ def direct_ints(n_inputs, n_hidden, itemsize):
 
 
 @kernel()
-def product_direct(w, co, ao, M, d, q0, q1, buf, nr):
-    """w[co + (q - q0)*NR + l] += sum_k w[ao + k] · M[d, q*NR + l, k] for the panels q0..q1 (columns
-    past 3H: never read), each packed K_ROWS rows of k at a time into w from ``buf``."""
-    k_len = M.shape[2]
+def product_direct(w, M, iwork, src, to, a, n, panels):
+    """w[co + (q - q0)*NR + l] += sum_k w[a + k] · M[d, q*NR + l, k] for the panels [q0, q1) (columns
+    past 3H: never read), each packed K_ROWS rows of k at a time into w from ``buf`` (``src`` = (d,
+    buf, NR); ``to`` = (co, its row length); one row): ``step.py``'s ``product`` from the caller's
+    R as it is, and the projection's from W."""
+    d, buf, nr = src
+    co, (q0, q1), k_len = to[0], panels, M.shape[2]
     for q in range(q0, q1):
         for k0 in range(0, k_len, K_ROWS):
             k1 = min(k0 + K_ROWS, k_len)
             pack_panel(M, d, q, k0, k1, nr, w, buf, False)
-            at = co + (q - q0) * nr, np.int64(0), ao + k0, buf, np.int64(0), k1 - k0
+            at = co + (q - q0) * nr, np.int64(0), a + k0, buf, np.int64(0), k1 - k0
             tile_fma(w, w, w, at, 1, 1, PANEL_VECTORS)
 
 
@@ -109,22 +112,13 @@ def run_direct(job, like, weights_like):
                 store(w, o.xg + col, load(B, bias_at + col))
             for col in range(3 * n_hidden, p.n * nr):
                 store(w, o.xg + col, 0)
-            product_direct(w, o.xg, o.x, W, d, np.int64(0), p.n, o.panel, nr)
+            product_direct(w, W, iwork, (d, o.panel, nr), (o.xg, np.int64(0)), o.x, np.int64(1), (np.int64(0), p.n))
             how = Step(c, rows, (d, o.panel, nr), (o.xg, yo, np.int64(0)), nr, p.p2 * nr, bias_at + 3 * n_hidden,
                 clip_at)  # fmt: skip
-            gates(w, R, B, iwork, direct_product, one_row, how, panels_of_gates)
-            candidate(w, R, iwork, att, y, direct_product, one_row, how, units_of_step)
+            gates(w, R, B, iwork, product_direct, one_row, how, panels_of_gates)
+            candidate(w, R, iwork, att, y, product_direct, one_row, how, units_of_step)
         finish_row(w, o.state, length == 0 and not c.keep, y, (yo, c.y_step), (length, 1), ho, so, units)
     return 0
-
-
-@kernel()
-def direct_product(w, R, iwork, src, to, a, n, panels):
-    """``step.py``'s ``product`` from the caller's R: C's row (at to[0]) += A's (at ``a`` in ``w``) ·
-    the panels [q0, q1) of direction d's Rᵀ, packed K_ROWS rows of k at a time at ``buf`` (``src`` =
-    (d, buf, NR))."""
-    d, buf, nr = src
-    product_direct(w, to[0], a, R, d, panels[0], panels[1], buf, nr)
 
 
 @kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
@@ -146,10 +140,10 @@ def _direct_half(c, W, R, B, att, y, iwork, w, o, item):
         for a, b in ((q0, q1), (e0, e1)):  # X·Wᵀ + bias: the bias first, as run_direct
             for col in range(a * nr, b * nr):
                 store(w, o.xg + col, load(B, col) if col < h3 else 0)
-            product_direct(w, o.xg + a * nr, o.x, W, np.int64(0), a, b, buf, nr)
-        gates(w, R, B, iwork, direct_product, one_row, how, (q0, q1, 1, 0))
+            product_direct(w, W, iwork, (np.int64(0), buf, nr), (o.xg + a * nr, np.int64(0)), o.x, np.int64(1), (a, b))
+        gates(w, R, B, iwork, product_direct, one_row, how, (q0, q1, 1, 0))
     else:
-        candidate(w, R, iwork, att, y, direct_product, one_row, how, half_units(half, n_hidden, p))
+        candidate(w, R, iwork, att, y, product_direct, one_row, how, half_units(half, n_hidden, p))
 
 
 @kernel(exact=True)  # finish_row is inlined here

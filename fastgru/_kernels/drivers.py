@@ -18,6 +18,7 @@ import numpy as np
 from numba import carray
 
 from .._compact import FORMATS as COMPACT
+from .._config import JIT_EXACT, kernel
 from .callbacks import Callbacks
 from .direct import direct_part, run_direct
 from .jobs import JOB_SIZE
@@ -54,12 +55,41 @@ def _template(job):
 
 
 def _callback(name, driver, like, weights_like):
-    """``_template`` as a function of its own name, its globals the driver and the element types."""
+    """``_template`` as a function of its own name, its globals the driver and the element types.
+    A driver without a parallel region is inlined into its callback (``inlined``)."""
     scope = {"__name__": __name__, "carray": carray, "JOB_SIZE": JOB_SIZE}
-    scope.update(DRIVER=driver, LIKE=like, WEIGHTS_LIKE=weights_like)
+    scope.update(DRIVER=driver if _parallel(driver) else inlined(driver), LIKE=like, WEIGHTS_LIKE=weights_like)
     function = types.FunctionType(_template.__code__, scope, name)
     function.__qualname__ = name
     return function
+
+
+def _options(driver):
+    return getattr(driver, "targetoptions", {})  # none without the JIT (NUMBA_DISABLE_JIT=1)
+
+
+def _parallel(driver):
+    return _options(driver).get("parallel", False)
+
+
+def _exact(driver):
+    return _options(driver).get("fastmath") == JIT_EXACT["fastmath"]
+
+
+_INLINED = {}
+
+
+def inlined(driver):
+    """``driver`` as its callback compiles it: inlined into it by Numba, with the driver's options
+    (its callback takes them: ``exact``). Compiled on its own and called, the driver would be
+    compiled twice: once as a function, and again where the callback links it in, whose module LLVM
+    optimises whole."""
+    found = _INLINED.get(driver)
+    if not hasattr(driver, "py_func"):  # without the JIT, a plain function
+        return driver
+    if found is None:
+        found = _INLINED[driver] = kernel(exact=_exact(driver), inline=True)(driver.py_func)
+    return found
 
 
 _CALLBACKS = Callbacks(
@@ -69,6 +99,7 @@ _CALLBACKS = Callbacks(
         for key in (("f", "d") if kind in DIRECT else FORMATS)
     },
     threads={(kind, key) for kind in PARALLEL for key in FORMATS},
+    exact={(kind, key) for kind, (driver, _) in DRIVERS.items() for key in FORMATS if _exact(driver)},
 )
 
 

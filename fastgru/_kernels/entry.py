@@ -73,9 +73,16 @@ def _run_plan(X, h0, lengths, att, y, ho, jobs):
     ):
         return -1
     fill_jobs(jobs, X, h0, att, y, ho)
-    cut = jobs[0, _CUT]
-    if cut == 0:
+    if jobs[0, _CUT] == 0:
         return run_jobs(jobs, np.int64(0), jobs.shape[0])
+    return _wavefront(jobs)
+
+
+@kernel()  # compiled once, for every entry: the jobs' type is theirs
+def _wavefront(jobs):
+    """The jobs as a wavefront: those from the cut on posted to the partner thread, the others run
+    here; 1 when the partner took its part, else 0 (withdrawn, this thread ran them)."""
+    cut = jobs[0, _CUT]
     mailbox = carray(pointer_to(jobs[0, _MAILBOX], jobs), (MAILBOX_SIZE,))
     atomic_store(carray(pointer_to(jobs[0, _PROGRESS], jobs), (1,)), 0, 0)
     post_jobs(mailbox, jobs[0, _WORKER], jobs, cut)

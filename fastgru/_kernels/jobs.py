@@ -68,7 +68,7 @@ def job_arrays(job, like, weights_like):
     )
 
 
-@kernel()
+@kernel(inline=True)
 def direct_weights(job, like, n_dirs, n_inputs, n_hidden):
     """A direct call's W (D, 3H, I), R (D, 3H, H) and B (D, 3H or 4H) in ``job``."""
     W = carray(pointer_to(job[_WEIGHTS], like), (n_dirs, 3 * n_hidden, n_inputs))
@@ -77,7 +77,7 @@ def direct_weights(job, like, n_dirs, n_inputs, n_hidden):
     return W, R, B
 
 
-@kernel()
+@kernel(inline=True)
 def task_jobs(job, iwork, count):
     """``count`` tasks of the driver of ``job``, whose int64 scratch is ``iwork``: copies of the job at
     the head of iwork, task k in the k-th, run by the job's tasks callback, with the rest of iwork

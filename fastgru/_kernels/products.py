@@ -68,14 +68,16 @@ def product(c, a, panels, rows, at):
 
 
 @kernel()
-def product_row(c, a, panels, at):
-    """``product`` of one row (a split row's): ``at`` = (c0, a0, base, k_len, p0, p1, NR), C's row at
-    c0 in ``c``, A's at a0 in ``a``. A kernel of its own, so that the one-row tile is all its body,
-    as ``product`` called with literal ``rows`` and ``ldc`` would be compiled once more for them."""
-    c0, a0, base, k_len, p0, p1, nr = at
-    stride, ldc = panel_size(k_len, nr, panels), np.int64(0)  # one row: no row after it
-    p = _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p0, p0, p1, nr), ROWS_2, PANELS_2)
-    _panels_in_tiles(c, a, panels, (c0, ldc, a0, base, stride, k_len, p, p0, p1, nr), ROWS_2, 1)
+def product_row(w, weights, iwork, src, to, a, n, panels):
+    """``product`` of one row, as ``step.py``'s ``product`` (a split row's): C's row (at to[0] in ``w``)
+    += A's (at ``a``) · the panels [p0, p1) of the packed Rᵀ in ``weights`` (``src`` = (Rᵀ's first
+    panel, k's length, NR)). A kernel of its own, so that the one-row tile is all its body, as
+    ``product`` called with literal ``rows`` and ``ldc`` would be compiled once more for them."""
+    base, k_len, nr = src
+    c0, (p0, p1) = to[0], panels
+    stride, ldc = panel_size(k_len, nr, weights), np.int64(0)  # one row: no row after it
+    p = _panels_in_tiles(w, w, weights, (c0, ldc, a, base, stride, k_len, p0, p0, p1, nr), ROWS_2, PANELS_2)
+    _panels_in_tiles(w, w, weights, (c0, ldc, a, base, stride, k_len, p, p0, p1, nr), ROWS_2, 1)
 
 
 @kernel()

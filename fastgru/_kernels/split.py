@@ -74,7 +74,7 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
 @kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
 def _step_half(c, weights, clip_at, att, y, iwork, w, o, item, states):
     """One half of one phase of step t (``item`` = (t, phase, half)), by ``step.py``'s phases on the
-    row (``split.row_product``): xg's row t holds X·Wᵀ + bias; the state before the step is at
+    row (``products.product_row``): xg's row t holds X·Wᵀ + bias; the state before the step is at
     ``cur`` in ``w``, after it at ``nxt`` (``states`` = (cur, nxt)); C, C2 and r ⊙ H are shared, each
     half writing its own columns."""
     t, phase, half = item
@@ -88,23 +88,15 @@ def _step_half(c, weights, clip_at, att, y, iwork, w, o, item, states):
     if phases(c.lbr, n_hidden, nr) == 1:  # each half the z, r and h columns of its own units
         per_gate = n_hidden // nr
         q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2
-        gates(w, weights, weights, iwork, row_product, one_row, how, (q0, q1, 3, per_gate))
-        candidate(w, weights, iwork, att, y, row_product, one_row, how, (q0, q1, q0 * nr, q1 * nr))
+        gates(w, weights, weights, iwork, product_row, one_row, how, (q0, q1, 3, per_gate))
+        candidate(w, weights, iwork, att, y, product_row, one_row, how, (q0, q1, q0 * nr, q1 * nr))
     elif phase == 0:
         total = p.n if c.lbr else p.p1
         q0, q1 = half * total // 2, (half + 1) * total // 2
-        gates(w, weights, weights, iwork, row_product, one_row, how, (q0, q1, 1, 0))
+        gates(w, weights, weights, iwork, product_row, one_row, how, (q0, q1, 1, 0))
     else:
         q0, q1, u0, u1 = half_units(half, n_hidden, p)
-        candidate(w, weights, iwork, att, y, row_product, one_row, how, (q0, q1, u0, u1))
-
-
-@kernel()
-def row_product(w, weights, iwork, src, to, a, n, panels):
-    """``step.py``'s ``product`` of one row: C's row (at to[0]) += A's (at ``a`` in ``w``) · the panels
-    [q0, q1) of the packed Rᵀ (``src`` = (Rᵀ's first panel, H, NR))."""
-    r_base, k_len, nr = src
-    product_row(w, w, weights, (to[0], a, r_base, k_len, panels[0], panels[1], nr))
+        candidate(w, weights, iwork, att, y, product_row, one_row, how, (q0, q1, u0, u1))
 
 
 @kernel()

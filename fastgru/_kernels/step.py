@@ -19,7 +19,7 @@ Every driver runs a step through these two, and they differ only in three parame
   unit (``whole``);
 - which weights: ``product`` (a kernel, with its integers ``Step.src``): C's rows += A's rows ·
   panels of Rᵀ, from packed weights (a chunk's rows, ``rows.rows_product``, or one row,
-  ``split.row_product``) or from the caller's R as it is (``direct.direct_product``).
+  ``products.product_row``) or from the caller's R as it is (``direct.product_direct``).
 
 Numba compiles the phases into each driver with its kernels (they are inlined, and the kernels
 passed to them are compile-time constants): one source, a specialisation per driver, and the stages
