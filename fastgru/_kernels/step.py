@@ -23,10 +23,10 @@ Every driver runs a step through these two, and they differ only in three parame
 
 Numba compiles the phases into each driver with its kernels (they are inlined, and the kernels
 passed to them are compile-time constants): one source, a specialisation per driver, and the stages
-of every path compute every element alike, so results do not depend on the path. The phases are
-inlined straight into the function that runs a step, never through another inlined function:
-Numba copies an inlined function's code block by block at each level, and a level more doubled
-the batch driver's compile time.
+of every path compute every element alike, so results do not depend on the path. The drivers call
+the phases themselves, not through a function of their own that they inline: Numba copies an
+inlined function's code block by block at each level of inlining, and a level more doubled the
+batch driver's compile time.
 """
 
 from collections import namedtuple
