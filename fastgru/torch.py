@@ -162,9 +162,12 @@ def _remember(module, input, hx, names, params):
         and all(registered.get(name) is p and not p.is_inference() for name, p in zip(names, params))
     ):
         params = tuple(params)
+        entry = _PACKS.entry(params)
+        if entry is None:  # forgotten meanwhile (another thread's repack): the next call packs again
+            return
         arrays = record(_numpy(input), None if hx is None else _numpy(hx))
         settings = input.dtype, module.weight_dtype, module.training, module.__dict__.get("dropout")
-        _SEEN[module] = arrays, settings, tuple(names), params, _PACKS.entry(params)
+        _SEEN[module] = arrays, settings, tuple(names), params, entry
 
 
 def _seen_call(module, input, hx):
