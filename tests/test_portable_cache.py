@@ -77,7 +77,7 @@ def test_the_cache_folder_is_named_after_the_package_not_its_path(monkeypatch, t
     monkeypatch.setattr(_config, "CACHE_DIR", str(tmp_path))
     from fastgru._kernels import rows
 
-    folder = _config._PackageLocator(rows.run_serial.py_func, rows.__file__, str(tmp_path / "root")).get_cache_path()
+    folder = _config._PackageLocator(rows.run_serial, rows.__file__, str(tmp_path / "root")).get_cache_path()
     assert folder == str(tmp_path / "root" / "fastgru" / "_kernels")
 
 

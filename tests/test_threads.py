@@ -173,8 +173,14 @@ def test_concurrent_calls_on_each_threading_layer(layer):
 
 def test_the_kernels_release_the_gil():
     # Calls from several Python threads (a thread-pool server, a Dask worker's tasks) overlap only
-    # if the kernel calls release the GIL; the partner thread serves without it.
-    from fastgru._kernels import pair, rows, split
+    # if the kernel calls release the GIL; the partner thread serves without it. Python enters the
+    # kernels through the entry (and the partner through serve); the drivers are C callbacks.
+    from fastgru._config import KERNELS, _is_callback
+    from fastgru._kernels import entry, pair
 
-    kernels = rows.run_serial, rows.run_parallel, split.run_split, pair.run_pair, pair.serve
+    cell = fastgru.GRUCell(np.ones((3, 2), np.float32), np.ones((3, 1), np.float32), np.zeros(3, np.float32))
+    cell(np.ones((1, 2), np.float32), np.ones((1, 1), np.float32))
+    cell(np.ones((1, 2), np.float32), np.ones((1, 1), np.float32))  # the second call is planned
+    kernels = [kernel for kernel in KERNELS if not _is_callback(kernel)]
+    assert pair.serve in kernels and any(kernel.py_func is entry._run_plan for kernel in kernels)
     assert all(kernel.targetoptions.get("nogil") for kernel in kernels)

@@ -6,10 +6,17 @@ A driver compiled into each of its callers would be compiled again for each: the
 (``entry.py``), the drivers that share their work and the partner thread's loop (``pair.serve``)
 instead call the driver's callback (``drivers.py``), compiled once per process (or loaded from the
 cache) when a call first needs it. ``Callbacks`` maps keys to such functions.
+
+A driver (marked ``driver``) is a function of the job's address only, and its code is compiled as
+its callbacks themselves, nothing else: once per format of the weights, with the names ``LIKE`` and
+``WEIGHTS_LIKE`` of its globals bound to the format's element types. A callback that called the
+driver would compile its code again, linked into the callback (and optimised again by LLVM) or
+inlined by Numba (which copies the whole function's code, block by block).
 """
 
 import ctypes
 
+import numpy as np
 from llvmlite import ir
 from numba import config, types
 from numba.extending import intrinsic
@@ -19,16 +26,29 @@ from .._threading import start_pool
 from .memory import element_pointer
 
 SIGNATURE = types.int64(types.CPointer(types.int64))
+#: The element types of a driver's float arrays (``LIKE``) and of its weights (``WEIGHTS_LIKE``), as
+#: empty arrays (constants in the compiled code): each of the driver's callbacks binds them to its
+#: format's (``drivers.py``); these are float32's.
+LIKE = WEIGHTS_LIKE = np.zeros(0, np.float32)
+
+
+def driver(exact=False, parallel=False):
+    """Mark a driver: a function ``f(address)`` of a job's address, compiled only as callbacks
+    (``drivers.py``), with these options of ``_config.kernel``."""
+
+    def mark(function):
+        function.options = {"exact": exact, "parallel": parallel}
+        return function
+
+    return mark
 
 
 class Callbacks:
     """Callbacks by key (functions of one job format, each of its own qualified name: Numba's cache
     keys on it), compiled on first use."""
 
-    def __init__(self, functions, threads=(), exact=()):
-        self._functions = functions
-        self._threads = threads  # keys whose code links to the threading layer's symbols
-        self._exact = exact  # keys compiled without contraction (``_config.kernel``'s ``exact``)
+    def __init__(self, functions):
+        self._functions = functions  # a driver's with its ``options`` (``driver``)
         self._compiled = {}
 
     def compiled(self):
@@ -43,9 +63,11 @@ class Callbacks:
         """The address of ``key``'s callback, compiled (or loaded from the cache) once per process."""
         compiled = self._compiled.get(key)
         if compiled is None:
-            if key in self._threads:  # code loaded from the cache links to the threading layer's symbols
+            function = self._functions[key]
+            options = getattr(function, "options", {})
+            if options.get("parallel"):  # code loaded from the cache links to the threading layer's symbols
                 start_pool()
-            compiled = kernel(exact=key in self._exact, callback=SIGNATURE)(self._functions[key])
+            compiled = kernel(**options, callback=SIGNATURE)(function)
             self._compiled[key] = compiled
         return compiled.address
 

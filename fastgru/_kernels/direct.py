@@ -25,10 +25,12 @@ Arguments as in ``layout.py`` (N = S = 1, any D), with W (D, 3H, I), R (D, 3H, H
 from collections import namedtuple
 
 import numpy as np
+from numba import carray
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS
 from .atomics import atomic_add
+from .callbacks import LIKE, WEIGHTS_LIKE, driver
 from .jobs import JOB, JOB_SIZE, direct_weights, job_arrays, task_jobs
 from .layout import _lines, pack_panel, panels, read_call, split_scratch
 from .memory import load, store
@@ -85,11 +87,12 @@ def product_direct(w, M, iwork, src, to, a, n, panels):
             tile_fma(w, w, w, at, 1, 1, PANEL_VECTORS)
 
 
-@kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
-def run_direct(job, like, weights_like):
+@driver(exact=True)  # the step's stages are inlined here: their sums must not contract
+def run_direct(address):
     """Step 0 of row 0 in every direction (a length of 0 or 1), on the calling thread: ``job``'s
     arrays of ``like``'s dtype, the caller's W, R and B of ``weights_like``'s (the same) in it
     (``jobs.direct_weights``). X·Wᵀ + bias, then a whole step (``step.py``) on the row and R as it is."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     X, h0, lengths, _, att, y, ho, _, call, clip, work, iwork = job_arrays(job, like, weights_like)
     c = read_call(call)
     W, R, B = direct_weights(job, weights_like, c.n_dirs, c.n_inputs, c.n_hidden)
@@ -146,10 +149,11 @@ def _direct_half(c, W, R, B, att, y, iwork, w, o, item):
         candidate(w, R, iwork, att, y, product_direct, one_row, how, half_units(half, n_hidden, p))
 
 
-@kernel(exact=True)  # finish_row is inlined here
-def direct_part(job, like, weights_like):
+@driver(exact=True)  # finish_row is inlined here
+def direct_part(address):
     """Worker JOB["task"] (0 or 1) of a shared direct call, after ``direct_tasks``: the halves it
     claims, then its own units of the outputs."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     _, _, lengths, _, att, y, ho, _, call, clip, work, iwork = job_arrays(job, like, weights_like)
     c = read_call(call)
     W, R, B = direct_weights(job, weights_like, np.int64(1), c.n_inputs, c.n_hidden)

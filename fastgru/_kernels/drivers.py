@@ -7,21 +7,18 @@ parallel and split drivers' tasks, the partner thread's loop) holds no copy of a
 compiled once, for the one element type of weights it serves. A new weights format is a row of
 ``_compact.FORMATS`` (and its tile code in ``microkernel.py``); a new driver a row of ``DRIVERS``.
 
-Numba's cache keys on a function's qualified name, so each callback is a function of its own name,
-made from one template (``_template``) with the driver and its element types as its globals: its
-compiled code and cache entry are its own.
+Numba's cache keys on a function's qualified name, so each callback is the driver's code as a
+function of its own name, with its format's element types as its globals (``callbacks.driver``):
+its compiled code and cache entry are its own.
 """
 
 import types
 
 import numpy as np
-from numba import carray
 
 from .._compact import FORMATS as COMPACT
-from .._config import JIT_EXACT, kernel
 from .callbacks import Callbacks
 from .direct import direct_part, run_direct
-from .jobs import JOB_SIZE
 from .pair import run_direct_pair, run_pair
 from .rows import run_parallel, run_serial
 from .split import run_split, split_part
@@ -40,8 +37,6 @@ DRIVERS = {
 }
 #: The drivers that run the direct call, which multiplies the caller's float32 or float64 W and R.
 DIRECT = ("direct", "direct_part", "direct_pair")
-#: Drivers whose code runs a parallel region (the threading layer must be up before their code loads).
-PARALLEL = ("parallel", "split")
 
 _F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 #: Each format of the weights, by the dtype character of the weights array: the element types of
@@ -50,46 +45,13 @@ _F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 FORMATS = {"f": (_F32, _F32), "d": (_F64, _F64)} | {dt.char: (_F32, np.zeros(0, dt)) for dt in COMPACT.values()}
 
 
-def _template(job):
-    return DRIVER(carray(job, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE)  # noqa: F821 (the callback's own globals)
-
-
 def _callback(name, driver, like, weights_like):
-    """``_template`` as a function of its own name, its globals the driver and the element types.
-    A driver without a parallel region is inlined into its callback (``inlined``)."""
-    scope = {"__name__": __name__, "carray": carray, "JOB_SIZE": JOB_SIZE}
-    scope.update(DRIVER=driver if _parallel(driver) else inlined(driver), LIKE=like, WEIGHTS_LIKE=weights_like)
-    function = types.FunctionType(_template.__code__, scope, name)
-    function.__qualname__ = name
+    """``driver``'s code as a function of its own name, whose globals bind ``LIKE`` and
+    ``WEIGHTS_LIKE`` (``callbacks.py``) to ``like`` and ``weights_like``."""
+    scope = dict(driver.__globals__, LIKE=like, WEIGHTS_LIKE=weights_like)
+    function = types.FunctionType(driver.__code__, scope, name)
+    function.__qualname__, function.options = name, driver.options
     return function
-
-
-def _options(driver):
-    return getattr(driver, "targetoptions", {})  # none without the JIT (NUMBA_DISABLE_JIT=1)
-
-
-def _parallel(driver):
-    return _options(driver).get("parallel", False)
-
-
-def _exact(driver):
-    return _options(driver).get("fastmath") == JIT_EXACT["fastmath"]
-
-
-_INLINED = {}
-
-
-def inlined(driver):
-    """``driver`` as its callback compiles it: inlined into it by Numba, with the driver's options
-    (its callback takes them: ``exact``). Compiled on its own and called, the driver would be
-    compiled twice: once as a function, and again where the callback links it in, whose module LLVM
-    optimises whole."""
-    found = _INLINED.get(driver)
-    if not hasattr(driver, "py_func"):  # without the JIT, a plain function
-        return driver
-    if found is None:
-        found = _INLINED[driver] = kernel(exact=_exact(driver), inline=True)(driver.py_func)
-    return found
 
 
 _CALLBACKS = Callbacks(
@@ -97,9 +59,7 @@ _CALLBACKS = Callbacks(
         (kind, key): _callback(f"{kind}_{key}", driver, *FORMATS[key])
         for kind, (driver, _) in DRIVERS.items()
         for key in (("f", "d") if kind in DIRECT else FORMATS)
-    },
-    threads={(kind, key) for kind in PARALLEL for key in FORMATS},
-    exact={(kind, key) for kind, (driver, _) in DRIVERS.items() for key in FORMATS if _exact(driver)},
+    }
 )
 
 

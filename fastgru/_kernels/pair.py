@@ -25,7 +25,7 @@ from numba import carray
 
 from .._config import kernel
 from .atomics import address_of, atomic_load, atomic_store, atomic_swap, cycles, pointer_to, spin_pause
-from .callbacks import Callbacks, call_job
+from .callbacks import LIKE, WEIGHTS_LIKE, Callbacks, call_job, driver
 from .direct import direct_tasks
 from .jobs import JOB, JOB_SIZE, run_jobs
 from .memory import aligned
@@ -45,20 +45,22 @@ def new_mailbox():
     return aligned(SIZE, np.int64, zero=True)
 
 
-@kernel()
-def run_pair(job, like, weights_like):
+@driver()
+def run_pair(address):
     """A split row's worker 0 here, its worker 1 posted to the partner through the job's mailbox
     (IDLE on entry and on return), which runs it through the job's worker callback (``jobs_worker``);
     the workers' jobs at the head of the job's ``iwork`` (``split.split_tasks``).
 
     Returns 1 if the partner took worker 1, else 0 (this thread then ran worker 1's part too)."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     return share(split_tasks(job, like, weights_like), job)
 
 
-@kernel()
-def run_direct_pair(job, like, weights_like):
+@driver()
+def run_direct_pair(address):
     """A direct call (``direct.py``) of one direction shared as run_pair shares a split row: its
     worker 0 here, its worker 1 posted. Returns 1 if the partner took worker 1, else 0."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     return share(direct_tasks(job, like, weights_like), job)
 
 

@@ -28,7 +28,7 @@ from numba import carray, prange
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
-from .callbacks import call_job
+from .callbacks import LIKE, WEIGHTS_LIKE, call_job, driver
 from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
 from .memory import LINE_BYTES, load, store
@@ -67,8 +67,8 @@ def order_rows(lengths, lo, hi, seq_length, iwork, order, counts):
 Task = namedtuple("Task", "c p o io lo n_rows work_at iwork_at clip_at")
 
 
-@kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
-def run_serial(job, like, weights_like):
+@driver(exact=True)  # the step's stages are inlined here: their sums must not contract
+def run_serial(address):
     """The serial driver, and a task of the parallel one, on ``job`` (``jobs.py``) whose float arrays
     are of ``like``'s dtype and weights of ``weights_like``'s (``_task``). For each direction d of the
     task's: the rows' states, X·Wᵀ + bias of every (row, step) first when the call hoists it (for a
@@ -77,6 +77,7 @@ def run_serial(job, like, weights_like):
     Ho and Y's zeros past each row's length. The loops and the step's phases are written here, not
     in a function inlined here: Numba copies an inlined function's whole code at each level of
     inlining, block by block, and the driver took twice as long to compile."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     t, d0, d1 = _task(job, like)
     X, h0, lengths, state_rows, att, y, ho, weights, _, _, work, iwork = job_arrays(job, like, weights_like)
     w, iwork = work[t.work_at :], iwork[t.iwork_at :]
@@ -234,13 +235,14 @@ def _wait_for(address, s, like):
         spin_pause()
 
 
-@kernel(parallel=True)
-def run_parallel(job, like, weights_like):
+@driver(parallel=True)
+def run_parallel(address):
     """Every (direction, block of rows) task of ``run_serial``, shared among Numba's threads: one
     fork/join per call. Each task runs through the job's tasks callback (``run_serial``'s) on a copy
     of the job (``task_jobs``, at the head of ``iwork``, before the tasks' scratch): linked in
     here, run_serial's body would be compiled twice more, once in the parallel region's function and
     once in this one."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     arrays = job_arrays(job, like, weights_like)  # call and iwork: the 9th and the 12th
     jobs = task_jobs(job, arrays[11], read_call(arrays[8]).n_dirs * job[_BLOCKS])
     n_tasks = jobs.shape[0]

@@ -22,12 +22,12 @@ Arguments as in ``layout.py``, for one row (N = D = 1).
 """
 
 import numpy as np
-from numba import prange
+from numba import carray, prange
 
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, PATIENCE_SPINS
 from .atomics import atomic_add, atomic_load, atomic_swap, spin_pause
-from .callbacks import call_job
+from .callbacks import LIKE, WEIGHTS_LIKE, call_job, driver
 from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, split_scratch, state_at, w_start
 from .memory import load, store
@@ -85,18 +85,21 @@ def _step_half(c, weights, clip_at, att, y, iwork, w, o, item, states):
     src = r_start(c, np.int64(0), nr, p.n, weights), n_hidden, nr
     rbh_at = bias_start(c, np.int64(0), nr, p.n, weights, w.itemsize) + 3 * n_hidden
     how = Step(c, rows, src, (o.xg + t * p.n * nr, t * c.y_step, t), nr, p.p2 * nr, rbh_at, clip_at)
-    if phases(c.lbr, n_hidden, nr) == 1:  # each half the z, r and h columns of its own units
+    one_phase = phases(c.lbr, n_hidden, nr) == 1
+    if one_phase:  # each half the z, r and h columns of its own units
         per_gate = n_hidden // nr
         q0, q1 = half * per_gate // 2, (half + 1) * per_gate // 2
-        gates(w, weights, weights, iwork, product_row, one_row, how, (q0, q1, 3, per_gate))
-        candidate(w, weights, iwork, att, y, product_row, one_row, how, (q0, q1, q0 * nr, q1 * nr))
-    elif phase == 0:
-        total = p.n if c.lbr else p.p1
-        q0, q1 = half * total // 2, (half + 1) * total // 2
-        gates(w, weights, weights, iwork, product_row, one_row, how, (q0, q1, 1, 0))
+        panels_of, units = (q0, q1, np.int64(3), per_gate), (q0, q1, q0 * nr, q1 * nr)
     else:
-        q0, q1, u0, u1 = half_units(half, n_hidden, p)
-        candidate(w, weights, iwork, att, y, product_row, one_row, how, (q0, q1, u0, u1))
+        total = p.n if c.lbr else p.p1
+        panels_of, units = (
+            (half * total // 2, (half + 1) * total // 2, np.int64(1), np.int64(0)),
+            half_units(half, n_hidden, p),
+        )
+    if one_phase or phase == 0:  # each phase called once: Numba copies an inlined function's code at each call
+        gates(w, weights, weights, iwork, product_row, one_row, how, panels_of)
+    if one_phase or phase == 1:
+        candidate(w, weights, iwork, att, y, product_row, one_row, how, units)
 
 
 @kernel()
@@ -131,10 +134,11 @@ def split_setup(call, h0, state_rows, work, iwork):
         store(iwork, k, 0)
 
 
-@kernel(exact=True)  # finish_row is inlined here
-def split_part(job, like, weights_like):
+@driver(exact=True)  # finish_row is inlined here
+def split_part(address):
     """Worker JOB["task"] (0 or 1) of a split row, after ``split_tasks``: the items it claims, then
     its own units of the outputs that no step wrote (Y past the length, Ho)."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work, iwork = job_arrays(job, like, weights_like)
     worker, clip_at = job[_TASK], y.dtype.type(clip)
     c = read_call(call)
@@ -175,10 +179,11 @@ def split_tasks(job, like, weights_like):
     return task_jobs(job, iwork, np.int64(2))
 
 
-@kernel(parallel=True)
-def run_split(job, like, weights_like):
+@driver(parallel=True)
+def run_split(address):
     """Both workers in one Numba parallel region, each through the job's tasks callback (linked in
     here, split_part would be compiled twice more: in the region's function and in this one)."""
+    job, like, weights_like = carray(address, (JOB_SIZE,)), LIKE, WEIGHTS_LIKE
     jobs = split_tasks(job, like, weights_like)
     for worker in prange(2):
         call_job(jobs[worker, _CALLBACK], jobs, worker * JOB_SIZE)
