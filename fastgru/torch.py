@@ -181,6 +181,7 @@ def _seen_call(module, input, hx):
     if seen is None or type(input) is not torch.Tensor or not input.is_cpu:
         return None
     arrays, settings, names, params, entry = seen
+    # hx's dtype is compared here, before ``_numpy``: a bfloat16 tensor has no NumPy array (it raises)
     if hx is not None and (type(hx) is not torch.Tensor or not hx.is_cpu or hx.dtype is not input.dtype):
         return None
     if (input.dtype, module.weight_dtype, module.training, module.__dict__.get("dropout")) != settings:
@@ -430,7 +431,21 @@ def _share(cls, module, weight_dtype):
     return new
 
 
-class GRU(torch.nn.RNNBase):
+class _Repacked:
+    """What :class:`GRU` and :class:`GRUCell` share: ``repack``, also when the module moves or
+    changes dtype (``_apply``: ``to``, ``float``, ``cpu``...). ``_params``: the Parameters packed."""
+
+    def repack(self) -> None:
+        """Forget the packed weights: the next call packs the Parameters again. Needed only after
+        a change made through ``param.data``, which torch's version counter does not see."""
+        _PACKS.discard(self._params())
+
+    def _apply(self, fn, recurse=True):
+        self.repack()
+        return super()._apply(fn, recurse)
+
+
+class GRU(_Repacked, torch.nn.RNNBase):
     """``torch.nn.GRU`` whose inference runs on fastgru's kernels: the same arguments, Parameters
     (names, shapes, state_dict keys), attributes, repr, inputs and outputs.
 
@@ -494,14 +509,8 @@ class GRU(torch.nn.RNNBase):
             raise TypeError(f"fastgru.torch.GRU.from_module: got {type(module).__name__}; expected a torch.nn.GRU")
         return _share(cls, module, weight_dtype)
 
-    def repack(self) -> None:
-        """Forget the packed weights: the next call packs the Parameters again. Needed only after
-        a change made through ``param.data``, which torch's version counter does not see."""
-        _PACKS.discard(self._flat_weights)
-
-    def _apply(self, fn, recurse=True):
-        self.repack()
-        return super()._apply(fn, recurse)
+    def _params(self):
+        return self._flat_weights
 
     def forward(self, input, hx=None):
         """torch.nn.GRU's forward: on fastgru's kernels when the conditions of the class hold."""
@@ -581,7 +590,7 @@ class GRU(torch.nn.RNNBase):
         return PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices), h_n
 
 
-class GRUCell(torch.nn.GRUCell):
+class GRUCell(_Repacked, torch.nn.GRUCell):
     """``torch.nn.GRUCell`` whose inference runs on fastgru's kernels; the same arguments,
     Parameters, inputs and outputs.
 
@@ -620,15 +629,6 @@ class GRUCell(torch.nn.GRUCell):
         if self.bias:
             return [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
         return [self.weight_ih, self.weight_hh]
-
-    def repack(self) -> None:
-        """Forget the packed weights: the next call packs the Parameters again. Needed only after
-        a change made through ``param.data``, which torch's version counter does not see."""
-        _PACKS.discard(self._params())
-
-    def _apply(self, fn, recurse=True):
-        self.repack()
-        return super()._apply(fn, recurse)
 
     def forward(self, input, hx=None):
         """torch.nn.GRUCell's forward: on fastgru's kernels when the conditions of the class hold."""

@@ -111,17 +111,26 @@ def run_direct(address):
         if length > 0:
             for k in range(n_inputs):
                 store(w, o.x + k, load(X, k))
-            for col in range(3 * n_hidden):  # X·Wᵀ + bias: the bias first, as products.project
-                store(w, o.xg + col, load(B, bias_at + col))
-            for col in range(3 * n_hidden, p.n * nr):
-                store(w, o.xg + col, 0)
-            product_direct(w, W, iwork, (d, o.panel, nr), (o.xg, np.int64(0)), o.x, np.int64(1), (np.int64(0), p.n))
+            _project_row(w, W, B, iwork, (d, o.panel, nr), (o.x, o.xg, bias_at, 3 * n_hidden), (np.int64(0), p.n))
             how = Step(c, rows, (d, o.panel, nr), (o.xg, yo, np.int64(0)), nr, p.p2 * nr, bias_at + 3 * n_hidden,
                 clip_at)  # fmt: skip
             gates(w, R, B, iwork, product_direct, one_row, how, panels_of_gates)
             candidate(w, R, iwork, att, y, product_direct, one_row, how, units_of_step)
         finish_row(w, o.state, length == 0 and not c.keep, y, (yo, c.y_step), (length, 1), ho, so, units)
     return 0
+
+
+@kernel(inline=True)
+def _project_row(w, W, B, iwork, src, at, panels):
+    """X·Wᵀ + bias of the row of X at x in ``w`` on the panels [q0, q1) of xg (``at`` = (x, xg, where
+    the direction's bias starts in B, 3H), ``panels`` = (q0, q1)): the bias first, as
+    ``products.project`` (zeros past 3H), then += the row · Wᵀ (``product_direct``; ``src`` = (the
+    direction, where its panels are packed, NR))."""
+    x, xg, bias_at, h3 = at
+    q0, q1 = panels
+    for col in range(q0 * src[2], q1 * src[2]):
+        store(w, xg + col, load(B, bias_at + col) if col < h3 else 0)
+    product_direct(w, W, iwork, src, (xg + q0 * src[2], np.int64(0)), x, np.int64(1), panels)
 
 
 @kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
@@ -140,10 +149,8 @@ def _direct_half(c, W, R, B, att, y, iwork, w, o, item):
         total = p.n if c.lbr else p.p1
         q0, q1 = half * total // 2, (half + 1) * total // 2
         e0, e1 = total + half * (p.n - total) // 2, total + (half + 1) * (p.n - total) // 2  # h panels past r's
-        for a, b in ((q0, q1), (e0, e1)):  # X·Wᵀ + bias: the bias first, as run_direct
-            for col in range(a * nr, b * nr):
-                store(w, o.xg + col, load(B, col) if col < h3 else 0)
-            product_direct(w, W, iwork, (np.int64(0), buf, nr), (o.xg + a * nr, np.int64(0)), o.x, np.int64(1), (a, b))
+        for a, b in ((q0, q1), (e0, e1)):
+            _project_row(w, W, B, iwork, (np.int64(0), buf, nr), (o.x, o.xg, np.int64(0), h3), (a, b))
         gates(w, R, B, iwork, product_direct, one_row, how, (q0, q1, 1, 0))
     else:
         candidate(w, R, iwork, att, y, product_direct, one_row, how, half_units(half, n_hidden, p))
