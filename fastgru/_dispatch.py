@@ -11,7 +11,6 @@ import functools
 import math
 import threading
 
-import numba
 import numpy as np
 
 from . import _scratch
@@ -19,7 +18,7 @@ from ._codes import REVERSED
 from ._compact import check_weight_dtype, pack_compact
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
-from ._plan import LENGTH_DTYPES, NO_ROWS, run_planned
+from ._plan import LENGTH_DTYPES, NO_ROWS, plan_of, run_planned
 
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
@@ -181,21 +180,10 @@ class Packed:
         """The plan a call that passed the full checks ran on, for its next calls of that shape (which
         take no checks: ``planned``), or None when its arrays are not ones the kernels take as they
         are: not ndarrays (lists), or of another dtype or layout, which ``compute`` converts."""
-        dt = self.compute_dtype
-        if self.spec.dtype is not dt or numba.config.DISABLE_JIT:
-            return None
-        arrays = [X, h0] + ([] if A is None else [A]) + ([] if out is None else list(out))
-        if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
-            return None
-        if lengths is not None and not (
-            type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray
-        ):
-            return None
-        n, s = X.shape[0], 1 if self._cell else X.shape[1]
-        plan = self.plans.__dict__.get((n, s, None, 0, None, False))
+        plan = plan_of(self, (X, h0, A, *(out or ())), lengths, self._cell)
         if plan is None:
             return None
-        results = out if out is not None else tuple(np.empty(shape, dt) for shape in self.result_shapes(n, s))
+        results = out if out is not None else tuple(np.empty(shape, self.compute_dtype) for shape in plan.results)
         plan.expect(plan.complete((X, h0, lengths, NO_ROWS, A, results[0], results[-1])))
         return plan
 
@@ -274,20 +262,10 @@ class Unpacked(Packed):
     def plan_of(self, X, h0, lengths, W, R, B, A):
         """The plan a checked call ran on, for its next calls (``_plan.Plan.direct``), or None when its arrays
         are not ones the kernels take as they are (as ``Packed.plan_of``)."""
-        dt = self.compute_dtype
-        if self.spec.dtype is not dt or numba.config.DISABLE_JIT:
-            return None
-        arrays = [a for a in (X, h0, W, R, B, A) if a is not None]
-        if not all(type(a) is np.ndarray and a.dtype is dt and a.flags.carray for a in arrays):
-            return None
-        if lengths is not None and not (
-            type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray
-        ):
-            return None
-        plan = self.plans.__dict__.get((1, 1, None, 0, None, False))
+        plan = plan_of(self, (X, h0, W, R, B, A), lengths, True)
         if plan is None:
             return None
-        results = [np.empty(shape, dt) for shape in self.result_shapes(1, 1)]
+        results = [np.empty(shape, self.compute_dtype) for shape in plan.results]
         B = self.no_bias if B is None else B
         plan.expect(plan.complete((X, h0, lengths, A, results[0], results[-1], W, R, B)))
         return plan

@@ -130,6 +130,9 @@ def _on_paths(plan, arrays, entry):
     """The layers on their own paths, with what the moment gives: the partner thread (a pair road),
     the threads of the budget (a road of parallel regions), or nothing (every layer serial)."""
     road = plan.road
+    if road.needs != "serial" and road.forced is None and requested() == 1:  # no second thread to share with
+        way = plan.ways.get(None if road.needs == "partner" else 1) or plan.way(1, None)
+        return way.paths if _enter(entry, arrays, way) >= 0 else None
     if road.needs == "partner":
         with with_partner(road.wake, road.forced is not None) as mailbox:
             way = plan.ways.get(None if mailbox is None else id(mailbox)) or plan.way(1, mailbox)

@@ -283,6 +283,25 @@ def run_planned(runner, arrays, n, s, strides=None, keep=0, path=None):
     return ran
 
 
+def plan_of(runner, arrays, lengths, cell):
+    """The plan that a call of ``runner`` which passed the full checks ran on (``run_planned``'s, of
+    X's rows and steps: one for a ``cell``), for its next calls of that shape, which take no checks
+    (``Plan.__call__``, ``Plan.direct``), or None when the call's ``arrays`` (X first, then its other
+    float arrays, None where absent) or ``lengths`` are not ones the kernels take as they are: not
+    ndarrays (lists), or of another dtype or layout, which the checked call converted."""
+    dt = runner.compute_dtype
+    if not runner._native or numba.config.DISABLE_JIT:  # T1 computed in another dtype: converted
+        return None
+    if not all(a is None or (type(a) is np.ndarray and a.dtype is dt and a.flags.carray) for a in arrays):
+        return None
+    if lengths is not None and not (
+        type(lengths) is np.ndarray and lengths.dtype in LENGTH_DTYPES and lengths.flags.carray
+    ):
+        return None
+    X = arrays[0]
+    return runner.plans.__dict__.get((X.shape[0], 1 if cell else X.shape[1], None, 0, None, False))
+
+
 def _kept(plans, key, plan):
     """``plan``, kept under ``key`` (at most 64 plans, then afresh)."""
     if len(plans) >= 64:

@@ -25,7 +25,7 @@ import numpy as np
 from . import _paths, _scratch
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
 from ._ops import GRUSequence
-from ._plan import run_planned
+from ._plan import plan_of, run_planned
 from ._validate import (
     FastGRUError,
     check_lengths,
@@ -89,8 +89,9 @@ class GRUStack:
         self._offsets = np.cumsum([0, *widths])[:-1].tolist()
         self._last = last
         self._native = first.dtype == self.compute_dtype
-        #: Each thread's (n, s, Y's shape, ``record``) of a call that passed the checks, by X's shape.
-        self._seen = threading.local()
+        #: Each thread's (n, s, Y's shape, ``record``) of a call that passed the checks, and the plan
+        #: (``_plan.Plan``) its next calls take without checks, by X's shape (as a prepared op's).
+        self._seen, self._planned = threading.local(), threading.local()
         #: What a StatePool takes of an op's packed weights (``run``, ``result_shapes``,
         #: ``compute_dtype``, ``n_hidden``, ``_no_att``): a stack is its own.
         self._packed = self
@@ -124,6 +125,13 @@ class GRUStack:
         ]
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
+        planned = self._planned.__dict__
+        plan = planned.get(getattr(X, "shape", None))
+        if plan is not None:
+            results = plan(X, initial_hidden_state, sequence_lengths, None, out)
+            if results is not None:
+                return results
+        given = X, initial_hidden_state, sequence_lengths
         seen = self._seen.__dict__.get(getattr(X, "shape", None))
         if seen is None or not fits(seen[3], X, initial_hidden_state, sequence_lengths, *_pair(out)):
             seen = self._check(X, initial_hidden_state, sequence_lengths, out)
@@ -138,7 +146,18 @@ class GRUStack:
         ct = self.compute_dtype
         y, ho = (np.empty(y_shape, ct), np.empty((n, self.state_size), ct)) if out is None else out
         self.run(n, s, (X, initial_hidden_state, sequence_lengths, NO_ROWS, None, y, ho))
+        if len(planned) >= 16:
+            planned.clear()
+        planned[X.shape] = self._plan_of(*given, out)
         return y, ho
+
+    def _plan_of(self, X, h0, lengths, out):
+        """The plan a call that passed the checks ran on, for its next calls of X's shape (``plan_of``)."""
+        plan = plan_of(self, (X, h0, *(out or ())), lengths, False)
+        if plan is not None:
+            y, ho = out or (np.empty(shape, self.compute_dtype) for shape in plan.results)
+            plan.expect(plan.complete((X, h0, lengths, NO_ROWS, None, y, ho)))
+        return plan
 
     def result_shapes(self, n, s):
         """(Y, Ho) shapes of a call of N rows and S steps."""

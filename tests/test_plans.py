@@ -350,3 +350,31 @@ def test_a_stream_chunk_like_a_checked_one_still_refuses_what_is_wrong(rng):
     with pytest.raises(FastGRUError, match="A has shape"):
         stream(X, A[:, :3])
     assert stream.steps == 4
+
+
+def test_a_stack_call_like_a_checked_one_takes_its_plan_and_still_refuses_what_is_wrong(rng, plans_run):
+    ops = [fastgru.GRUSequence(*(rng.uniform(-0.5, 0.5, s).astype(np.float32) for s in shapes), hidden_size=6)
+        for shapes in (((1, 18, 4), (1, 18, 6), (1, 18)), ((1, 18, 6), (1, 18, 6), (1, 18)))]  # fmt: skip
+    stack = fastgru.GRUStack(ops)
+    X, h0 = rng.standard_normal((3, 5, 4)).astype(np.float32), rng.standard_normal((3, 12)).astype(np.float32)
+    lengths = np.array([5, 2, 0], np.int32)
+    want = stack(X, h0, lengths)
+    Y, Ho = np.full((3, 1, 5, 6), np.nan, np.float32), np.full((3, 12), np.nan, np.float32)
+    stack(X, h0, lengths, out=(Y, Ho))  # out: a call shape of its own, checked once
+    before = len(plans_run)
+    got = stack(X, h0, lengths, out=(Y, Ho))
+    assert len(plans_run) == before + 1 and got[0] is Y and got[1] is Ho
+    for a, b in zip((Y, Ho), want):
+        np.testing.assert_array_equal(a, b)
+    Y[:], Ho[:] = 7, 7
+    with pytest.raises(FastGRUError, match=r"sequence_lengths\[1\] is 6"):
+        stack(X, h0, np.array([5, 6, 0], np.int32), out=(Y, Ho))
+    with pytest.raises(FastGRUError, match="GRUStack: initial_hidden_state has shape"):
+        stack(X, np.ascontiguousarray(h0[:, :6]), lengths, out=(Y, Ho))
+    with pytest.raises(TypeError, match="out Ho is float64"):
+        stack(X, h0, lengths, out=(Y, np.empty((3, 12))))
+    with pytest.raises(TypeError, match="X is float64"):
+        stack(X.astype(np.float64), h0, lengths, out=(Y, Ho))
+    assert (Y == 7).all() and (Ho == 7).all()  # refused calls wrote nothing
+    for a, b in zip(stack(X, h0, lengths.tolist()), want):  # a list: the full path, the same bits
+        np.testing.assert_array_equal(a, b)
