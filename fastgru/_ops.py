@@ -18,6 +18,7 @@ from ._validate import (
     augru_layout,
     check_lengths,
     check_out,
+    check_out_array,
     fits,
     record,
     validate,
@@ -264,6 +265,9 @@ class Stream:
     each chunk X (batch_size, steps, input_size) of the sequence in order (``stream(X, A)`` for
     AUGRU); ``stream.Ho`` is the state after the steps fed so far. The chunks' Y, concatenated
     along the time axis, and the last ``Ho`` are the bits one call on the whole sequence gives.
+    ``stream(X, out=Y)`` writes the chunk's Y into ``Y`` (of its shape and T1, C-contiguous and
+    writeable) and returns it: with X (and A) C-contiguous arrays of the compute dtype, a chunk then
+    allocates no array (a frame-by-frame loop).
 
     Between chunks the state stays in the compute dtype (float32 for float16 and bfloat16), as it
     does between the steps of one call, and a row whose length has run out keeps its state:
@@ -287,6 +291,8 @@ class Stream:
         self._state = np.array(h0, dtype=packed.compute_dtype).reshape(n, 1, spec.hidden_size)
         self._remaining = lengths.astype(np.int64)
         self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (docs/semantics.md, "Sequences")
+        self._chunk = np.zeros(n, np.int64)  # each row's steps of the chunk (kept: a chunk allocates nothing)
+        self._y = None  # the compute dtype's Y of chunks written into an ``out`` of another T1
         self.steps = 0
         self._checked = None  # the last chunk that passed the checks (``record``)
 
@@ -297,8 +303,9 @@ class Stream:
         state = np.where(self._started[:, None, None], self._state, 0).astype(spec.dtype)
         return state.reshape(self._packed.result_shapes(state.shape[0], 0)[-1])
 
-    def __call__(self, X, A=None):
-        """Feed the next chunk X (batch_size, steps, input_size); returns its Y, in T1 and the op's layout."""
+    def __call__(self, X, A=None, *, out=None):
+        """Feed the next chunk X (batch_size, steps, input_size); returns its Y, in T1 and the op's
+        layout (written into ``out`` when given)."""
         spec, packed = self._op.spec, self._packed
         X = np.asarray(X)
         arrays = {"X": X} if A is None else {"X": X, "A": np.asarray(A)}
@@ -308,21 +315,35 @@ class Stream:
                 f"{spec.op} stream: A is {'missing' if A is None else 'given'}; expected "
                 f"{'stream(X, A)' if A is None else 'stream(X): only AUGRUSequence takes A'}"
             )
-        if self._checked is None or not fits(self._checked, X, A):  # as a chunk that passed the checks?
+        if self._checked is None or not fits(self._checked, X, A, out):  # as a chunk that passed the checks?
             validate_call(spec, arrays)
             if X.shape[0] != self._state.shape[0]:
                 raise FastGRUError(
                     f"{spec.op} stream: X has batch_size {X.shape[0]}; expected {self._state.shape[0]}, the "
                     "batch_size of the stream's initial_hidden_state"
                 )
-            self._checked = record(X, A)
+            if out is not None:
+                check_out_array(f"{spec.op} stream", out, packed.result_shapes(X.shape[0], X.shape[1])[0], spec.dtype)
+            self._checked = record(X, A, out)
         n, s = X.shape[0], X.shape[1]
-        chunk = np.clip(self._remaining, 0, s)
-        ct = packed.compute_dtype
-        y = np.empty((n, 1, s, spec.hidden_size), dtype=ct)
-        att = packed._no_att if A is None else np.array(A, dtype=ct, order="C").reshape(n, s)
-        X = np.array(X, dtype=ct, order="C")
-        packed.run(n, s, (X, self._state, chunk, NO_ROWS, att, y, self._state), keep=True)
+        ct, shape = packed.compute_dtype, (n, 1, s, spec.hidden_size)
+        if out is None:
+            y = np.empty(shape, dtype=ct)
+        elif spec.dtype is ct:
+            y = out.reshape(shape)  # a view: the kernels write the caller's array
+        else:  # computed in float32, rounded into out
+            if self._y is None or self._y.shape != shape:
+                self._y = np.empty(shape, dtype=ct)
+            y = self._y
+        att = packed._no_att if A is None else np.ascontiguousarray(A, dtype=ct).reshape(n, s)
+        chunk = np.minimum(self._remaining, s, out=self._chunk)
+        packed.run(
+            n, s, (np.ascontiguousarray(X, dtype=ct), self._state, chunk, NO_ROWS, att, y, self._state), keep=True
+        )
         self._remaining -= chunk
         self.steps += s
-        return y.astype(spec.dtype, copy=False).reshape(packed.result_shapes(n, s)[0])
+        if out is None:
+            return y.astype(spec.dtype, copy=False).reshape(packed.result_shapes(n, s)[0])
+        if y is self._y:
+            np.copyto(out.reshape(shape), y, casting="unsafe")
+        return out

@@ -267,7 +267,7 @@ class StackStream:
     As :class:`Stream` for one op: the chunks' Y, concatenated along the time axis, and the last
     ``Ho`` are the bits one call of the stack on the whole sequence gives; between chunks the
     states stay in the compute dtype, in one array updated in place, and a row whose length has
-    run out keeps its state.
+    run out keeps its state. ``stream(X, out=Y)`` writes the chunk's Y into ``Y``.
     """
 
     def __init__(self, stack, initial_hidden_state, sequence_lengths=None):
@@ -294,6 +294,7 @@ class StackStream:
         self._state = np.array(h0, dtype=stack.compute_dtype, order="C")
         self._remaining = lengths.astype(np.int64)
         self._started = self._remaining > 0
+        self._chunk = np.zeros(n, np.int64)  # each row's steps of the chunk (kept: a chunk allocates nothing)
         self.steps = 0
         self._checked = None
 
@@ -302,22 +303,25 @@ class StackStream:
         """Every layer's state after the chunks fed so far, in T1 (zero for a row of length 0)."""
         return np.where(self._started[:, None], self._state, 0).astype(self._stack.dtype)
 
-    def __call__(self, X):
-        """Feed the next chunk X (batch_size, steps, input_size); returns the last layer's Y of it."""
+    def __call__(self, X, *, out=None):
+        """Feed the next chunk X (batch_size, steps, input_size); returns the last layer's Y of it,
+        written into ``out`` when given (as :class:`Stream`'s: with X a C-contiguous array of the
+        stack's dtype, a chunk then allocates no array)."""
         stack = self._stack
         X = np.asarray(X)
-        if self._checked is None or not fits(self._checked, X):  # as a chunk that passed the checks?
+        if self._checked is None or not fits(self._checked, X, out):  # as a chunk that passed the checks?
             validate_call(stack.spec, {"X": X})
             if X.shape[0] != self._state.shape[0]:
                 raise FastGRUError(
                     f"GRUStack stream: X has batch_size {X.shape[0]}; expected {self._state.shape[0]}, the "
                     "batch_size of the stream's initial_hidden_state"
                 )
-            self._checked = record(X)
+            if out is not None:
+                check_out_array("GRUStack stream", out, stack.result_shapes(X.shape[0], X.shape[1])[0], stack.dtype)
+            self._checked = record(X, out)
         n, s = X.shape[0], X.shape[1]
-        chunk = np.clip(self._remaining, 0, s)
-        last = stack._last
-        y = np.empty((n, last.num_directions, s, last.hidden_size), dtype=stack.compute_dtype)
+        chunk = np.minimum(self._remaining, s, out=self._chunk)
+        y = np.empty(stack.result_shapes(n, s)[0], dtype=stack.compute_dtype) if out is None else out
         stack.run(n, s, (X, self._state, chunk, NO_ROWS, None, y, self._state), keep=True)
         self._remaining -= chunk
         self.steps += s

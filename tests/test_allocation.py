@@ -98,3 +98,19 @@ def test_without_out_a_call_allocates_its_results_only():
     grown, count = _numpy_allocations(lambda: results.append(op(X, h0, lengths)), repeat=3)
     Y, Ho = results[0]
     assert (grown, count) == (3 * (Y.nbytes + Ho.nbytes), 6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_streams_fed_frame_by_frame_into_out_allocate_no_array(dtype):
+    op, X, h0 = _sequence(dtype, lbr=True)
+    frame = np.ascontiguousarray(X[:, :1])
+    stream, out = op.stream(h0, np.array([3, 9, 0, 7, 9, 1])), np.empty((6, 1, 1, 24), dtype)
+    assert _numpy_allocations(lambda: stream(frame, out=out)) == (0, 0)
+    rng = np.random.default_rng(1)
+    A = np.ascontiguousarray(rng.uniform(size=(6, 1, 1)).astype(dtype))
+    weights = (rng.uniform(-0.2, 0.2, shape).astype(dtype) for shape in ((1, 72, 5), (1, 72, 24), (1, 72)))
+    augru = fastgru.AUGRUSequence(*weights).stream(h0)
+    assert _numpy_allocations(lambda: augru(frame, A, out=out)) == (0, 0)
+    stack = fastgru.GRUStack([op, _sequence(dtype, i=24, seed=1)[0]])
+    stack_stream = stack.stream(np.zeros((6, 48), dtype))
+    assert _numpy_allocations(lambda: stack_stream(frame, out=out)) == (0, 0)

@@ -118,3 +118,38 @@ def test_stream_errors():
     with pytest.raises(FastGRUError, match=r"AUGRUSequence stream: A is missing; expected stream\(X, A\)"):
         augru(np.zeros((N, 3, I), np.float32))
     assert stream.steps == 0  # nothing was fed by the failed calls
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_stream_writes_each_chunk_into_out(dtype):
+    rng = np.random.default_rng(5)
+    S = int(LENGTHS.max())
+    op = fastgru.GRUSequence(*_weights(rng, dtype, lbr=True), linear_before_reset=True)
+    X = rng.standard_normal((N, S, I)).astype(dtype)
+    h0 = rng.standard_normal((N, 1, H)).astype(dtype)
+    Y, Ho = op(X, h0, LENGTHS)
+    stream = op.stream(h0, LENGTHS)
+    out = np.full((N, 1, 1, H), np.nan, dtype)
+    for t in range(S):  # frame by frame, into the same array
+        assert stream(np.ascontiguousarray(X[:, t : t + 1]), out=out) is out
+        np.testing.assert_array_equal(out, Y[:, :, t : t + 1])
+    np.testing.assert_array_equal(stream.Ho, Ho)
+
+
+def test_a_stream_refuses_a_wrong_out_with_its_message():
+    rng = np.random.default_rng(6)
+    op = fastgru.AUGRUSequence(*_weights(rng, np.float32))
+    stream = op.stream(np.zeros((N, 1, H), np.float32))
+    X, A = np.zeros((N, 2, I), np.float32), np.zeros((N, 2, 1), np.float32)
+    stream(X, A, out=np.empty((N, 1, 2, H), np.float32))  # a chunk like it passed the checks
+    with pytest.raises(
+        FastGRUError, match=r"AUGRUSequence stream: out has shape \(6, 1, 3, 12\); expected \(6, 1, 2, 12\)"
+    ):
+        stream(X, A, out=np.empty((N, 1, 3, H), np.float32))
+    with pytest.raises(TypeError, match="AUGRUSequence stream: out is float64"):
+        stream(X, A, out=np.empty((N, 1, 2, H)))
+    stack = fastgru.GRUStack([fastgru.GRUSequence(*_weights(rng, np.float32))])
+    stack_stream = stack.stream(np.zeros((N, H), np.float32))
+    with pytest.raises(FastGRUError, match=r"GRUStack stream: out has shape \(6, 1, 2, 5\); expected \(6, 1, 2, 12\)"):
+        stack_stream(X, out=np.empty((N, 1, 2, 5), np.float32))
+    assert stream.steps == 2 and stack_stream.steps == 0  # the refused chunks fed nothing
