@@ -4,7 +4,7 @@ from . import benchmark, reference
 from ._api import augru_sequence, gru_cell, gru_sequence
 from ._import_onnx import OnnxGRU, from_onnx
 from ._import_openvino import from_openvino
-from ._import_torch import TorchGRU, from_torch
+from ._import_torch import TorchGRU, TorchStream, from_torch
 from ._onnx_stack import OnnxGRUStack
 from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
 from ._pool import StatePool
@@ -27,6 +27,7 @@ __all__ = [
     "StatePool",
     "Stream",
     "TorchGRU",
+    "TorchStream",
     "__version__",
     "augru_sequence",
     "benchmark",

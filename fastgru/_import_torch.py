@@ -14,7 +14,7 @@ import numpy as np
 from ._import_common import about, fused_bias, to_numpy
 from ._ops import GRUCell, GRUSequence
 from ._stack import GRUStack
-from ._validate import FastGRUError
+from ._validate import FastGRUError, check_out_array
 
 _KEY = re.compile(r"(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?")
 _EXPECTED_KEYS = "weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, with _reverse for the second direction"
@@ -78,13 +78,7 @@ class TorchGRU:
         return self.layers[0].dtype
 
     def __call__(self, input, h0=None, *, lengths=None):  # noqa: A002 - torch's name
-        x = to_numpy(input)
-        if x.ndim not in (2, 3):
-            order = "batch, seq_len" if self.batch_first else "seq_len, batch"
-            raise FastGRUError(
-                f"TorchGRU: input has rank {x.ndim} (shape {x.shape}); expected ({order}, "
-                f"input_size={self.input_size}), or (seq_len, input_size) unbatched"
-            )
+        x = self._input(input, "TorchGRU")
         unbatched = x.ndim == 2
         if unbatched:
             x = x[None]
@@ -98,6 +92,23 @@ class TorchGRU:
         if unbatched:
             return output[0], np.ascontiguousarray(h_n[:, 0])
         return output, h_n
+
+    def stream(self, h0=None, *, lengths=None):
+        """A :class:`TorchStream`: this GRU (unidirectional) fed a long sequence chunk by chunk, its
+        state carried between chunks. ``h0`` as :meth:`__call__` takes it (None: zeros);
+        ``lengths`` those of the whole sequence (None: unbounded)."""
+        return TorchStream(self, h0, lengths)
+
+    def _input(self, input, where):  # noqa: A002 - torch's name
+        """``input`` as a NumPy array of rank 2 (unbatched) or 3, or FastGRUError."""
+        x = to_numpy(input)
+        if x.ndim not in (2, 3):
+            order = "batch, seq_len" if self.batch_first else "seq_len, batch"
+            raise FastGRUError(
+                f"{where}: input has rank {x.ndim} (shape {x.shape}); expected ({order}, "
+                f"input_size={self.input_size}), or (seq_len, input_size) unbatched"
+            )
+        return x
 
     def _initial_state(self, h0, n, unbatched):
         """h0 as (layers*D, N, H), or None for zeros."""
@@ -259,17 +270,104 @@ def run_layers(stack, x, h0, lengths, batch_first):
         x = x.transpose(1, 0, 2)
     n, s = x.shape[0], x.shape[1]
     first = stack.layers[0]
-    d, hidden, dtype = first.spec.num_directions, first.hidden_size, first.dtype
+    d, hidden = first.spec.num_directions, first.hidden_size
     rows = len(stack.layers) * d
-    if h0 is None:
-        state = np.zeros((n, stack.state_size), dtype=dtype)
-    else:
-        state = np.ascontiguousarray(h0.transpose(1, 0, 2)).reshape(n, stack.state_size)
-    y, ho = stack(x, state, lengths)
+    y, ho = stack(x, _stack_state(stack, h0, n), lengths)
     output = y.transpose(0, 2, 1, 3).reshape(n, s, d * hidden)  # (N, S, D*H): a view when D = 1
     h_n = np.ascontiguousarray(ho.reshape(n, rows, hidden).transpose(1, 0, 2))
     output = output if batch_first else output.transpose(1, 0, 2)
     return np.ascontiguousarray(output), h_n
+
+
+def _stack_state(stack, h0, n):
+    """torch's states h0 (layers*D, N, H), or None for zeros, as the stack's (N, state_size)."""
+    if h0 is None:
+        return np.zeros((n, stack.state_size), dtype=stack.dtype)
+    return np.ascontiguousarray(h0.transpose(1, 0, 2)).reshape(n, stack.state_size)
+
+
+class TorchStream:
+    """A unidirectional :class:`TorchGRU` fed one chunk of steps at a time, its state carried:
+    ``stream = gru.stream(h0)``, then ``output = stream(input)`` for each chunk, in the GRU's layout
+    (batch first or not; unbatched chunks when the first one is); ``stream.h_n`` is the state after
+    the chunks fed so far, as torch's. The chunks' outputs, concatenated along the time axis, and
+    the last ``h_n`` are the bits one call on the whole sequence gives (``lengths`` those of the
+    whole sequence: a row whose length has run out keeps its state).
+
+    ``stream(input, out=output)`` writes the chunk's output into ``output`` (its shape, the GRU's
+    dtype, C-contiguous and writeable) and returns it. Batch first, or one row, with input a
+    C-contiguous array of the GRU's dtype, a chunk allocates no array: the frame-by-frame loop of
+    a real-time model."""
+
+    def __init__(self, gru, h0, lengths):
+        if gru.bidirectional:
+            raise FastGRUError(
+                "TorchGRU.stream: the GRU is bidirectional; only a unidirectional GRU can be streamed "
+                "(a reverse pass starts at the last step): call it on the whole sequence"
+            )
+        self._gru, self._h0, self._lengths = gru, h0, lengths
+        self._stream, self._unbatched = None, None  # made at the first chunk, which gives N
+
+    @property
+    def steps(self) -> int:
+        """The steps fed so far."""
+        return 0 if self._stream is None else self._stream.steps
+
+    @property
+    def h_n(self) -> np.ndarray:
+        """The state after the chunks fed so far, (num_layers, N, H) or (num_layers, H) unbatched."""
+        if self._stream is None:
+            if self._h0 is None:
+                raise FastGRUError("TorchGRU stream: no chunk fed yet, and no h0: the batch size is not known")
+            return np.array(to_numpy(self._h0))
+        gru, ho = self._gru, self._stream.Ho
+        h_n = np.ascontiguousarray(ho.reshape(ho.shape[0], gru.num_layers, gru.hidden_size).transpose(1, 0, 2))
+        return np.ascontiguousarray(h_n[:, 0]) if self._unbatched else h_n
+
+    def __call__(self, input, *, out=None):  # noqa: A002 - torch's name
+        gru = self._gru
+        x = gru._input(input, "TorchGRU stream")
+        if self._stream is None:
+            self._start(x)
+        elif (x.ndim == 2) != self._unbatched:
+            raise FastGRUError(
+                f"TorchGRU stream: input has rank {x.ndim}; expected {2 if self._unbatched else 3}, as the "
+                "stream's first chunk"
+            )
+        batch_first = gru.batch_first or self._unbatched
+        x = x[None] if self._unbatched else x
+        n, s = (x.shape[0], x.shape[1]) if batch_first else (x.shape[1], x.shape[0])
+        if out is not None:
+            shape = (
+                (s, gru.hidden_size)
+                if self._unbatched
+                else (n, s, gru.hidden_size)
+                if batch_first
+                else (s, n, gru.hidden_size)
+            )
+            check_out_array("TorchGRU stream", out, shape, gru.dtype)
+        if not batch_first:  # (S, N, I): a view of one row as (1, S, I), else the stack copies it
+            x = x.reshape(1, s, -1) if n == 1 else x.transpose(1, 0, 2)
+        shape = (n, 1, s, gru.hidden_size)
+        if out is not None and (batch_first or n == 1):  # the same order: the kernels write out
+            self._stream(x, out=out.reshape(shape))
+            return out
+        output = self._stream(x).reshape(n, s, gru.hidden_size)
+        output = output if batch_first else output.transpose(1, 0, 2)
+        if out is None:
+            return output[0] if self._unbatched else np.ascontiguousarray(output)
+        np.copyto(out, output)
+        return out
+
+    def _start(self, x):
+        """The stack's stream, from h0 (or zeros) of the first chunk's batch."""
+        gru, unbatched = self._gru, x.ndim == 2
+        n = 1 if unbatched else x.shape[0] if gru.batch_first else x.shape[1]
+        lengths = None if self._lengths is None else to_numpy(self._lengths)
+        if unbatched and lengths is not None and lengths.ndim == 0:
+            lengths = lengths[None]
+        state = _stack_state(gru.stack, gru._initial_state(self._h0, n, unbatched), n)
+        self._stream, self._unbatched = gru.stack.stream(state, lengths), unbatched
 
 
 def _state_dict(obj):

@@ -114,3 +114,16 @@ def test_streams_fed_frame_by_frame_into_out_allocate_no_array(dtype):
     stack = fastgru.GRUStack([op, _sequence(dtype, i=24, seed=1)[0]])
     stack_stream = stack.stream(np.zeros((6, 48), dtype))
     assert _numpy_allocations(lambda: stack_stream(frame, out=out)) == (0, 0)
+
+
+def test_a_from_torch_stream_into_out_allocates_no_array():
+    rng = np.random.default_rng(2)
+    h = 8
+    state = {}
+    for k, inputs in enumerate((5, h)):
+        state[f"weight_ih_l{k}"] = rng.uniform(-0.3, 0.3, (3 * h, inputs)).astype(np.float32)
+        state[f"weight_hh_l{k}"] = rng.uniform(-0.3, 0.3, (3 * h, h)).astype(np.float32)
+    gru = fastgru.from_torch(state, batch_first=True)
+    frame, out = rng.standard_normal((1, 1, 5)).astype(np.float32), np.empty((1, 1, h), np.float32)
+    stream = gru.stream()
+    assert _numpy_allocations(lambda: stream(frame, out=out)) == (0, 0)

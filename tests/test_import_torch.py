@@ -334,3 +334,52 @@ def test_from_torch_with_compact_weights(torch, weight_dtype):
     for g, w, e in zip(gru(x), want, exact, strict=True):
         np.testing.assert_allclose(g, w.numpy(), atol=3e-2)
         assert not np.array_equal(g, e)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("n", [1, 3, None], ids=["batch1", "batch3", "unbatched"])
+def test_a_stream_fed_chunk_by_chunk_gives_the_bits_of_one_call(batch_first, n):
+    rng = np.random.default_rng(7)
+    gru = fastgru.from_torch(state_dict_arrays(rng, num_layers=2), batch_first=batch_first)
+    rows = 1 if n is None else n
+    x = rng.standard_normal((rows, 9, I) if batch_first else (9, rows, I)).astype(np.float32)
+    h0 = rng.standard_normal((2, rows, H)).astype(np.float32)
+    lengths = np.array([9, 4, 0][:rows]) if n == 3 else None
+    if n is None:
+        x, h0 = x[0] if batch_first else x[:, 0], h0[:, 0]
+    want, h_n = gru(x, h0, lengths=lengths)
+    stream = gru.stream(h0, lengths=lengths)
+    t = 1 if batch_first and n is not None else 0  # the time axis
+    parts = [stream(np.take(x, range(a, b), axis=t)) for a, b in ((0, 2), (2, 3), (3, 9))]
+    np.testing.assert_array_equal(np.concatenate(parts, axis=t), want)
+    np.testing.assert_array_equal(stream.h_n, h_n)
+    assert stream.steps == 9
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_a_stream_writes_into_out(batch_first):
+    rng = np.random.default_rng(8)
+    gru = fastgru.from_torch(state_dict_arrays(rng, num_layers=2), batch_first=batch_first)
+    x = rng.standard_normal((3, 4, I) if batch_first else (4, 3, I)).astype(np.float32)
+    want, h_n = gru(x)
+    stream = gru.stream()
+    for t in range(4):
+        frame = np.ascontiguousarray(x[:, t : t + 1] if batch_first else x[t : t + 1])
+        out = np.full(frame.shape[:-1] + (H,), np.nan, np.float32)
+        assert stream(frame, out=out) is out
+        np.testing.assert_array_equal(out, want[:, t : t + 1] if batch_first else want[t : t + 1])
+    np.testing.assert_array_equal(stream.h_n, h_n)
+    with pytest.raises(FastGRUError, match=r"TorchGRU stream: out has shape \(1, 1, 5\); expected"):
+        stream(frame, out=np.empty((1, 1, 5), np.float32))
+
+
+def test_a_stream_refuses_what_it_cannot_stream():
+    rng = np.random.default_rng(9)
+    with pytest.raises(FastGRUError, match="TorchGRU.stream: the GRU is bidirectional"):
+        fastgru.from_torch(state_dict_arrays(rng, bidirectional=True)).stream()
+    stream = fastgru.from_torch(state_dict_arrays(rng)).stream()
+    with pytest.raises(FastGRUError, match="TorchGRU stream: no chunk fed yet, and no h0"):
+        _ = stream.h_n
+    stream(np.zeros((2, 3, I), np.float32))
+    with pytest.raises(FastGRUError, match="TorchGRU stream: input has rank 2; expected 3"):
+        stream(np.zeros((2, I), np.float32))

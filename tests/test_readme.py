@@ -116,7 +116,7 @@ def test_the_blocks_are_found_with_their_packages():
     by_doc = {}
     for block in BLOCKS:
         by_doc.setdefault(block.doc, []).append(block)
-    assert [b.optional for b in by_doc["docs/guide/models.md"]] == [[], [], ["onnx", "onnxruntime"], ["openvino"]]
+    assert [b.optional for b in by_doc["docs/guide/models.md"]] == [[], [], [], ["onnx", "onnxruntime"], ["openvino"]]
     assert [b.optional for b in by_doc["docs/guide/pytorch.md"]] == [["torch"]]
     assert [b.optional for b in by_doc["docs/guide/compact-weights.md"]] == [[], ["torch"]]
     assert [b.fragment for b in by_doc["docs/contributing.md"]] == [True]
