@@ -5,7 +5,7 @@ from ._api import augru_sequence, gru_cell, gru_sequence
 from ._import_onnx import OnnxGRU, from_onnx
 from ._import_openvino import from_openvino
 from ._import_torch import TorchGRU, TorchStream, from_torch
-from ._onnx_stack import OnnxGRUStack
+from ._onnx_stack import OnnxGRUStack, OnnxStream
 from ._ops import AUGRUSequence, GRUCell, GRUSequence, Stream
 from ._pool import StatePool
 from ._stack import GRUStack, StackStream
@@ -23,6 +23,7 @@ __all__ = [
     "GRUStack",
     "OnnxGRU",
     "OnnxGRUStack",
+    "OnnxStream",
     "StackStream",
     "StatePool",
     "Stream",

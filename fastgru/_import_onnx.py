@@ -104,6 +104,20 @@ class OnnxGRU(Described):
             return np.ascontiguousarray(Y.transpose(2, 1, 0, 3)), np.ascontiguousarray(Ho.transpose(1, 0, 2))
         return np.ascontiguousarray(Y.transpose(0, 2, 1, 3)), Ho
 
+    def stream(self, sequence_lens=None, initial_h=None):
+        """An :class:`OnnxStream`: this node (forward) fed a long sequence chunk by chunk, its state
+        carried between chunks; ``sequence_lens`` and ``initial_h`` as the call takes them, for the
+        whole sequence."""
+        return _onnx_stack.OnnxStream(self, sequence_lens, initial_h)
+
+    def _stream_of(self, n, sequence_lens, initial_h):
+        lengths = self._sequence_lens if sequence_lens is None else sequence_lens
+        return self.op.stream(self._state(initial_h, n), lengths)
+
+    def _y_h(self, Ho):
+        """Y_h in the node's layout, of the op's state (N, D, H)."""
+        return np.ascontiguousarray(Ho.transpose(1, 0, 2)) if self.layout == 0 else Ho
+
     def _batch_major(self, X, where, which):
         """X in the node's layout as (N, S, I), a view; a rank other than 3 is an error of ``where``."""
         X = np.asarray(X)

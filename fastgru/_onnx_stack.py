@@ -15,7 +15,7 @@ import numpy as np
 
 from ._import_common import joins_as_a_stack
 from ._stack import GRUStack
-from ._validate import FastGRUError
+from ._validate import FastGRUError, check_out_array
 
 #: The nodes a join may have: they move data and compute nothing.
 _MOVES = ("Squeeze", "Unsqueeze", "Transpose", "Reshape", "Flatten", "Identity")
@@ -48,7 +48,20 @@ class OnnxGRUStack:
     def __call__(self, X, sequence_lens=None, initial_h=None):
         first, last = self.nodes[0], self.nodes[-1]
         x = first._batch_major(X, "OnnxGRUStack", f"the first node's layout={first.layout}")
-        n = x.shape[0]
+        if sequence_lens is None:
+            sequence_lens = self._sequence_lens
+        Y, Ho = self.stack(x, self._states(initial_h, x.shape[0]), sequence_lens)  # (N, D, S, H), (N, state_size)
+        Y = Y.transpose(2, 1, 0, 3) if last.layout == 0 else Y.transpose(0, 2, 1, 3)
+        return np.ascontiguousarray(Y), self._y_h(Ho)
+
+    def stream(self, sequence_lens=None, initial_h=None):
+        """An :class:`OnnxStream`: the nodes (all forward) fed a long sequence chunk by chunk, their
+        states carried between chunks; ``sequence_lens`` and ``initial_h`` as the call takes them,
+        for the whole sequence."""
+        return OnnxStream(self, sequence_lens, initial_h)
+
+    def _states(self, initial_h, n):
+        """The stack's initial states (N, state_size) from ``initial_h`` (a list, one per node)."""
         if initial_h is not None and (not isinstance(initial_h, (list, tuple)) or len(initial_h) != len(self.nodes)):
             raise FastGRUError(
                 f"OnnxGRUStack: initial_h is {type(initial_h).__name__}; expected None or a list of "
@@ -58,18 +71,79 @@ class OnnxGRUStack:
         for k, node in enumerate(self.nodes):
             given = None if initial_h is None else initial_h[k]
             states.append(node._state(given, n).reshape(n, -1))  # (N, D·H)
-        if sequence_lens is None:
-            sequence_lens = self._sequence_lens
-        Y, Ho = self.stack(x, np.concatenate(states, axis=1), sequence_lens)  # (N, D, S, H), (N, state_size)
-        Y = Y.transpose(2, 1, 0, 3) if last.layout == 0 else Y.transpose(0, 2, 1, 3)
+        return np.concatenate(states, axis=1)
+
+    def _stream_of(self, n, sequence_lens, initial_h):
+        lengths = self._sequence_lens if sequence_lens is None else sequence_lens
+        return self.stack.stream(self._states(initial_h, n), lengths)
+
+    def _y_h(self, Ho):
+        """The list of the nodes' Y_h, in their layouts, of the stack's states (N, state_size)."""
         Y_h = []
         for node, state in zip(self.nodes, self.stack.states(Ho)):  # (N, D, H) each
             Y_h.append(np.ascontiguousarray(state.transpose(1, 0, 2)) if node.layout == 0 else state.copy())
-        return np.ascontiguousarray(Y), Y_h
+        return Y_h
 
     def __repr__(self):
         names = ", ".join(repr(node.node_name) for node in self.nodes)
         return f"OnnxGRUStack(nodes=[{names}], {self.stack!r})"
+
+
+class OnnxStream:
+    """A forward :class:`OnnxGRU` or :class:`OnnxGRUStack` fed one chunk of steps at a time, its
+    state carried: ``stream = gru.stream(sequence_lens, initial_h)``, then ``Y = stream(X)`` for each
+    chunk X (the first node's layout; Y in the last node's); ``stream.Y_h`` is what the call returns
+    as Y_h, after the chunks fed so far. The chunks' Y, concatenated along the time axis (axis 0 in
+    layout 0, 1 in layout 1), and the last Y_h are the bits one call on the whole sequence gives
+    (a row whose length has run out keeps its state).
+
+    ``stream(X, out=Y)`` writes the chunk's Y into ``Y`` (its shape, the dtype, C-contiguous and
+    writeable) and returns it. In layout 1, or at one row, with X a C-contiguous array of the dtype,
+    a chunk allocates no array."""
+
+    def __init__(self, owner, sequence_lens, initial_h):
+        nodes = owner.nodes if isinstance(owner, OnnxGRUStack) else [owner]
+        for node in nodes:
+            if node.direction != "forward":
+                raise FastGRUError(
+                    f"{type(owner).__name__}.stream: node {node.node_name!r} has direction {node.direction!r}; "
+                    "only 'forward' nodes can be streamed (a reverse pass starts at the last step): call it on "
+                    "the whole sequence"
+                )
+        self._owner, self._first, self._last = owner, nodes[0], nodes[-1]
+        self._lens, self._initial_h = sequence_lens, initial_h
+        self._stream = None  # made at the first chunk, which gives N
+
+    @property
+    def steps(self) -> int:
+        """The steps fed so far."""
+        return 0 if self._stream is None else self._stream.steps
+
+    @property
+    def Y_h(self):
+        """The state after the chunks fed so far, as the call returns Y_h."""
+        if self._stream is None:
+            raise FastGRUError(f"{type(self._owner).__name__} stream: no chunk fed yet")
+        return self._owner._y_h(self._stream.Ho)
+
+    def __call__(self, X, *, out=None):
+        where = f"{type(self._owner).__name__} stream"
+        x = self._first._batch_major(X, where, f"the first node's layout={self._first.layout}")  # (N, S, I)
+        n, s = x.shape[0], x.shape[1]
+        if self._stream is None:
+            self._stream = self._owner._stream_of(n, self._lens, self._initial_h)
+        last, hidden = self._last, self._last.hidden_size
+        if out is not None:
+            check_out_array(where, out, (s, 1, n, hidden) if last.layout == 0 else (n, s, 1, hidden), last.dtype)
+            if last.layout == 1 or n == 1:  # the same order as the kernels' (N, 1, S, H): they write out
+                self._stream(x, out=out.reshape(n, 1, s, hidden))
+                return out
+        y = self._stream(x)
+        Y = y.transpose(2, 1, 0, 3) if last.layout == 0 else y.transpose(0, 2, 1, 3)
+        if out is None:
+            return np.ascontiguousarray(Y)
+        np.copyto(out, Y)
+        return out
 
 
 def chain(graph, grus):

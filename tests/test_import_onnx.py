@@ -787,3 +787,54 @@ def test_compact_weights(weight_dtype):
     for g, w, e in zip(got, run_ort(model, feeds), exact, strict=True):
         np.testing.assert_allclose(g, w, atol=3e-2)
         assert not np.array_equal(g, e)
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_stream_of_a_node_or_a_stack_gives_the_bits_of_one_call(layout, n):
+    rng = np.random.default_rng(21)
+    hidden = (5, 7)
+    model = stacked_grus(rng, layout, ("forward", "forward"), hidden)
+    s = 6
+    X = rng.standard_normal((s, n, 3) if layout == 0 else (n, s, 3)).astype(np.float32)
+    lens = np.array([6, 2, 0, 5][:n], np.int32)
+    h0 = [rng.standard_normal((1, n, h) if layout == 0 else (n, 1, h)).astype(np.float32) for h in hidden]
+    t = 0 if layout == 0 else 1  # X's and Y's time axis
+    for gru, initial_h in ((fastgru.from_onnx(model), h0), (fastgru.from_onnx(model, "gru0"), h0[0])):
+        Y, Y_h = gru(X, lens, initial_h)
+        stream = gru.stream(lens, initial_h)
+        parts = [stream(np.take(X, range(a, b), axis=t)) for a, b in ((0, 1), (1, 4), (4, 6))]
+        np.testing.assert_array_equal(np.concatenate(parts, axis=t), Y)
+        for got, want in zip(
+            stream.Y_h if isinstance(Y_h, list) else [stream.Y_h], Y_h if isinstance(Y_h, list) else [Y_h]
+        ):
+            np.testing.assert_array_equal(got, want)
+        framed = gru.stream(lens, initial_h)  # frame by frame into out
+        for step in range(s):
+            frame = np.ascontiguousarray(np.take(X, [step], axis=t))
+            out = np.full(np.take(Y, [step], axis=t).shape, np.nan, np.float32)
+            assert framed(frame, out=out) is out
+            np.testing.assert_array_equal(out, np.take(Y, [step], axis=t))
+        assert framed.steps == s
+
+
+def test_a_stream_refuses_what_it_cannot_stream():
+    rng = np.random.default_rng(22)
+    model = stacked_grus(rng, 0, ("forward", "bidirectional"), (5, 7))
+    with pytest.raises(FastGRUError, match="OnnxGRUStack.stream: node 'gru1' has direction 'bidirectional'"):
+        fastgru.from_onnx(model).stream()
+    stream = fastgru.from_onnx(model, "gru0").stream()
+    with pytest.raises(FastGRUError, match="OnnxGRU stream: no chunk fed yet"):
+        _ = stream.Y_h
+    stream(np.zeros((2, 3, 3), np.float32))
+    with pytest.raises(FastGRUError, match=r"OnnxGRU stream: out has shape \(2, 1, 3, 4\); expected \(2, 1, 3, 5\)"):
+        stream(np.zeros((2, 3, 3), np.float32), out=np.empty((2, 1, 3, 4), np.float32))
+
+
+def test_a_stream_in_layout_1_into_out_allocates_no_array():
+    from test_allocation import _numpy_allocations
+
+    rng = np.random.default_rng(23)
+    stream = fastgru.from_onnx(stacked_grus(rng, 1, ("forward", "forward"), (5, 7))).stream()
+    frame, out = rng.standard_normal((2, 1, 3)).astype(np.float32), np.empty((2, 1, 1, 7), np.float32)
+    assert _numpy_allocations(lambda: stream(frame, out=out)) == (0, 0)
