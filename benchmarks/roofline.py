@@ -95,7 +95,7 @@ def main(argv=None):
             "",
             f"float32, medians of blocks of 200 calls; fastgru on {fastgru.get_num_threads()} threads, geometry "
             f"{_isa.GEOMETRY.name}, compiled for {_isa.TARGET_CPU}; NumPy {np.__version__}; OPENBLAS_CORETYPE "
-            f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}.",
+            f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}; {time.strftime('%Y-%m-%d')}.",
             "",
         ]
     )
