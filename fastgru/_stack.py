@@ -125,14 +125,14 @@ class GRUStack:
         ]
 
     def __call__(self, X, initial_hidden_state, sequence_lengths, *, out=None):
-        planned = self._planned.__dict__
-        plan = planned.get(getattr(X, "shape", None))
+        planned, shape = self._planned.__dict__, getattr(X, "shape", None)
+        plan = planned.get(shape)
         if plan is not None:
             results = plan(X, initial_hidden_state, sequence_lengths, None, out)
             if results is not None:
                 return results
         given = X, initial_hidden_state, sequence_lengths
-        seen = self._seen.__dict__.get(getattr(X, "shape", None))
+        seen = self._seen.__dict__.get(shape)
         if seen is None or not fits(seen[3], X, initial_hidden_state, sequence_lengths, *_pair(out)):
             seen = self._check(X, initial_hidden_state, sequence_lengths, out)
             X, initial_hidden_state = np.asarray(X), np.asarray(initial_hidden_state)
