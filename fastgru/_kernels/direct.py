@@ -51,7 +51,7 @@ DirectScratch = namedtuple("DirectScratch", "x state xg c c2 m panel end")
 _TASK = JOB["task"]
 
 
-@kernel()
+@kernel(inline=True)  # as layout.rows_scratch
 def direct_scratch(n_inputs, n_hidden, itemsize):
     """The DirectScratch of I inputs and H hidden units."""
     p = panels(n_hidden, itemsize)

@@ -47,7 +47,7 @@ _WEIGHTS, _CALL, _WORK, _IWORK, _STATE_ROWS, _LENGTHS, _X, _H0, _ATT, _Y, _HO, _
 _CLIP, _CALLBACK, _TASKS, _TASK, _OFFSET = (JOB[n] for n in ("clip", "callback", "tasks", "task", "state_offset"))
 
 
-@kernel()
+@kernel(inline=True)  # returned, its 12 arrays were copied through memory at every call (docs/tuning.md)
 def job_arrays(job, like, weights_like):
     """The arrays of ``job`` (X, h0, lengths, state_rows, att, y, ho, weights, call, clip, work,
     iwork), whose float arrays have the dtype of ``like`` and weights that of ``weights_like``, with

@@ -75,7 +75,7 @@ SplitScratch = namedtuple("SplitScratch", "xg packed state rh c c2 end")
 SplitIndex = namedtuple("SplitIndex", "claims done present offsets end")
 
 
-@kernel()
+@kernel(inline=True)  # as the scratch tables: returned, a struct is copied at every call
 def read_call(call):
     """The descriptor array as a Call."""
     return Call(
@@ -151,7 +151,7 @@ def state_at(c, state_rows, b, d):
     return r * c.s_row + d * c.s_dir
 
 
-@kernel()
+@kernel(inline=True)  # returned, its tables were copied through memory at every call (docs/tuning.md)
 def rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize, chunk_rows):
     """The RowsScratch and RowsIndex of ``n_rows`` rows, ``chunk_rows`` at a time."""
     p = panels(n_hidden, itemsize)
@@ -170,7 +170,7 @@ def rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize, chunk_
     return floats, ints
 
 
-@kernel()
+@kernel(inline=True)  # as rows_scratch
 def split_scratch(seq_length, n_inputs, n_hidden, itemsize, chunk_rows):
     """The SplitScratch and SplitIndex of a row of S steps split over two workers."""
     p = panels(n_hidden, itemsize)
