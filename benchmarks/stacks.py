@@ -10,6 +10,8 @@ layers of hidden size 128, 256 or 512, float32, 2 threads for every runtime. Per
 
 - ``stack``: ``fastgru.GRUStack`` of ``fastgru.from_torch(gru)``'s layers, NumPy arrays,
   ``stack(x, state, None, out=(y, state))`` (states updated in place);
+- ``stack bf16``: the same with ``from_torch(gru, weight_dtype="bfloat16")``'s layers: half the
+  bytes of weights to read per frame;
 - ``one by one``: the same layers called one after another with their ops (``out=``), the Y of one
   the X of the next: what a stack saves;
 - ``ONNX Runtime``: one graph of the stack's GRU nodes (torch's weights, linear_before_reset=1),
@@ -122,6 +124,7 @@ def rows(layers, hidden, steps):
     gru = _torch_gru(layers, hidden)
     imported = fastgru.from_torch(gru)
     stack = fastgru.GRUStack(imported.layers)
+    compact = fastgru.GRUStack(fastgru.from_torch(gru, weight_dtype="bfloat16").layers)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, steps, INPUT)).astype(np.float32)
     state = np.zeros((1, stack.state_size), np.float32)
@@ -150,9 +153,16 @@ def rows(layers, hidden, steps):
     with torch.inference_mode():
         reference = gru(xt, ht)[0].numpy()
     got = stack(x, state.copy(), None)[0].reshape(1, steps, hidden)
-    errors = {"stack vs torch": float(np.abs(got - reference).max()), "ONNX Runtime vs torch": ort_check()}
+    got_compact = compact(x, state.copy(), None)[0].reshape(1, steps, hidden)
+    errors = {
+        "stack vs torch": float(np.abs(got - reference).max()),
+        "stack bf16 vs torch": float(np.abs(got_compact - reference).max()),
+        "ONNX Runtime vs torch": ort_check(),
+    }
+    compact_state = state.copy()
     return [
         ("stack", lambda: stack(x, state, None, out=(y, state))),
+        ("stack bf16", lambda: compact(x, compact_state, None, out=(y, compact_state))),
         ("one by one", one_by_one),
         ("ONNX Runtime", ort_run),
         ("torch", torch_run(gru)),
@@ -204,6 +214,7 @@ def measure(rounds, calls):
                 f"{layers}x h{hidden} {case:7s} "
                 + "  ".join(f"{name} {t:9.1f}" for name, t in med.items())
                 + f"  stack/ORT {med['stack'] / med['ONNX Runtime']:.2f}"
+                + f"  bf16/ORT {med['stack bf16'] / med['ONNX Runtime']:.2f}"
                 + f"  torch/fastgru.torch {med['torch'] / med['fastgru.torch']:.2f}",
                 flush=True,
             )
@@ -212,15 +223,16 @@ def measure(rounds, calls):
 
 def markdown(records, machine):
     lines = [
-        "| layers × hidden | case | stack µs | one by one µs | ONNX Runtime µs | stack / ORT | torch µs "
-        "| fastgru.torch µs | torch / fastgru.torch |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| layers × hidden | case | stack µs | stack bf16 µs | one by one µs | ONNX Runtime µs | stack / ORT "
+        "| stack bf16 / ORT | torch µs | fastgru.torch µs | torch / fastgru.torch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         t = r["us"]
         lines.append(
-            f"| {r['layers']} × {r['hidden']} | {r['case']} | {t['stack']:,.1f} | {t['one by one']:,.1f} "
-            f"| {t['ONNX Runtime']:,.1f} | {t['stack'] / t['ONNX Runtime']:.2f} | {t['torch']:,.1f} "
+            f"| {r['layers']} × {r['hidden']} | {r['case']} | {t['stack']:,.1f} | {t['stack bf16']:,.1f} "
+            f"| {t['one by one']:,.1f} | {t['ONNX Runtime']:,.1f} | {t['stack'] / t['ONNX Runtime']:.2f} "
+            f"| {t['stack bf16'] / t['ONNX Runtime']:.2f} | {t['torch']:,.1f} "
             f"| {t['fastgru.torch']:,.1f} | {t['torch'] / t['fastgru.torch']:.2f} |"
         )
     lines += [
