@@ -382,11 +382,11 @@ figure(CHANGELOG, "one step per tick: 5.6x the steps per second", POOL, "5.6")
 ENGINE_AB, COMPILE_AB = AB_Z4 + "engine_ab_one_engine.md", AB_Z4 + "compile_one_engine.md"
 figure(
     CHANGELOG,
-    "the tiny cell 0.91x, the tiny sequence 0.92x, the cell b1 i256 0.78x, the function API's tiny call "
-    "0.62x and its i256 call 0.80x, the stack's 100 steps 0.97x, the state pool's step 0.99x, the "
-    "stack's frame 0.89x and the torch frame 1.03x",
+    "the tiny cell 0.92x, the tiny sequence 0.94x, the cell b1 i256 0.99x, the function API's tiny call "
+    "0.60x and its i256 call 0.92x, the stack's frame 0.88x and 100 steps 1.01x, the state pool's step "
+    "0.98x and the torch frame 1.01x",
     ENGINE_AB,
-    *("0.91", "0.92", "0.78", "0.62", "0.80", "0.97", "0.99", "0.89", "1.03"),
+    *("0.92", "0.94", "0.99", "0.60", "0.92", "0.88", "1.01", "0.98", "1.01"),
 )
 figure(CHANGELOG, "62 specialisations (66 before)", COMPILE_AB, "62", "66")
 figure(

@@ -32,7 +32,7 @@ from . import _tuning
 from ._config import kernel
 from ._kernels import pair
 from ._kernels.atomics import STEADY_COUNTER, cycles
-from ._threading import requested
+from ._threading import requested, taken
 
 
 def _spin_us(text):
@@ -147,6 +147,14 @@ class Partner:
         """``with partner.lease(wake) as taken:`` the partner for one one-row call (see the class)."""
         return Partner._Lease(self, wake)
 
+    def share(self, wake=False, alone=None):
+        """The partner and a second thread of the budget for one one-row call, both taken now: a
+        ``Shared``, whose ``mailbox`` is the partner's when both came, else ``alone`` (None: the call
+        runs on its own thread; a mailbox that nobody serves: the calling thread runs the partner's
+        part too), and which holds nothing of the budget then. ``release()`` it after the call.
+        ``wake``: the call is long enough to wake a sleeping partner (see the class)."""
+        return Shared(self, wake, alone)
+
     def wake(self):
         """Start the partner thread, or wake it if it sleeps (it then spins for SPIN_US)."""
         if not self.enabled:
@@ -206,6 +214,34 @@ class Partner:
             return not self._thread.is_alive()
         finally:
             self._busy.release()
+
+
+class Shared:
+    """``Partner.share``'s partner and budget for one call: taken when made (one call of
+    ``_threading``, then the partner's lease), given back by ``release``. Not a context manager:
+    entering one would be a second call of this module on the call's way to the kernels."""
+
+    __slots__ = ("budget", "lease", "mailbox", "count")
+
+    def __init__(self, partner, wake, alone):
+        budget = taken(2)
+        #: The calling thread's count of threads: 1, and the call has no second thread.
+        self.count = budget.count
+        self.budget, self.lease, self.mailbox = budget, None, alone
+        if budget.granted > 1:
+            self.lease = lease = partner.lease(wake)
+            if lease.__enter__():
+                self.mailbox = partner.mailbox
+                return
+        budget.__exit__()  # alone: nothing of the budget held
+        self.budget = None
+
+    def release(self):
+        """Give back the budget's thread, then the partner."""
+        if self.budget is not None:
+            self.budget.__exit__()
+        if self.lease is not None:
+            self.lease.__exit__()
 
 
 PARTNER = Partner()

@@ -2,7 +2,7 @@
 
 ``road`` decides once per call shape (a plan, ``fastgru._plan``, keeps its decision); ``run`` runs a
 plan's call, taking at run time only what the moment gives: the threads the process-wide budget
-grants (``_threading.lease``) and the partner thread (``with_partner``). This module is the only
+grants (``_threading.lease``) and the partner thread (``_partner.Partner.share``). This module is the only
 reader of the thresholds that choose a path (``_tuning``): a plan stores the road, never restates it.
 
 Paths of one layer: 'serial', every row on the calling thread; 'parallel', blocks of rows (and the
@@ -114,29 +114,42 @@ def run(plan, arrays, entry):
             plan.static = way = plan.way(1, None)
             return way.paths if _enter(entry, arrays, way) >= 0 else None
         return _on_paths(plan, arrays, entry)
-    if road.forced == "wave":
-        took = _wavefront(plan, arrays, entry, True)
-        return ("wave" if took else "serial",) * len(road.paths)
-    if road.race and requested() > 1:
-        return _raced(plan, arrays, entry)
-    if not road.race and requested() > 1:
-        took = _wavefront(plan, arrays, entry, False)
+    shared = _shared(road.wake, road.forced == "wave")  # a wavefront's partner, taken once for the call
+    try:
+        if road.forced == "wave":
+            took = _wavefront(plan, arrays, entry, shared)
+            return ("wave" if took else "serial",) * len(road.paths)
+        if shared.count < 2:  # no second thread: the layers' one-thread way, and no race
+            return _on_paths(plan, arrays, entry, shared)
+        if road.race:
+            return _raced(plan, arrays, entry, shared)
+        took = _wavefront(plan, arrays, entry, shared)
         if took is not None:
             return ("wave" if took else "serial",) * len(road.paths)
-    return _on_paths(plan, arrays, entry)
+        return _on_paths(plan, arrays, entry, shared)
+    finally:
+        shared.release()
 
 
-def _on_paths(plan, arrays, entry):
-    """The layers on their own paths, with what the moment gives: the partner thread (a pair road),
-    the threads of the budget (a road of parallel regions), or nothing (every layer serial)."""
+def _on_paths(plan, arrays, entry, shared=None):
+    """The layers on their own paths, with what the moment gives: the partner thread (a pair road;
+    ``shared``: the call's, when it took it already), the threads of the budget (a road of parallel
+    regions), or nothing (every layer serial)."""
     road = plan.road
-    if road.needs != "serial" and road.forced is None and requested() == 1:  # no second thread to share with
-        way = plan.ways.get(None if road.needs == "partner" else 1) or plan.way(1, None)
-        return way.paths if _enter(entry, arrays, way) >= 0 else None
-    if road.needs == "partner":
-        with with_partner(road.wake, road.forced is not None) as mailbox:
+    if road.needs == "partner":  # alone when the partner or a second thread does not come
+        own = shared is None
+        if own:
+            shared = _shared(road.wake, road.forced is not None)
+        try:
+            mailbox = shared.mailbox
             way = plan.ways.get(None if mailbox is None else id(mailbox)) or plan.way(1, mailbox)
             return way.paths if _enter(entry, arrays, way) >= 0 else None
+        finally:
+            if own:
+                shared.release()
+    if road.needs == "threads" and road.forced is None and requested() == 1:  # no second thread to share with
+        way = plan.ways.get(1) or plan.way(1, None)
+        return way.paths if _enter(entry, arrays, way) >= 0 else None
     if road.needs == "threads":
         _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
         with lease(requested()) as granted:
@@ -152,27 +165,28 @@ def _enter(entry, arrays, way):
     return entry(*arrays, way.jobs)
 
 
-def _wavefront(plan, arrays, entry, forced):
-    """The layers as a wavefront with the partner thread, when the call can have it and a second
-    thread; ``forced``: with this thread's own mailbox otherwise, which nobody serves (this thread
-    then runs every layer). Returns None if it did not run, else whether the partner took its layers."""
-    with with_partner(plan.road.wake, forced) as mailbox:
-        if mailbox is None:
-            return None
-        answer = _enter(entry, arrays, plan.ways.get(("wave", id(mailbox))) or plan.wave(mailbox))
-        return None if answer < 0 else answer == 1
+def _wavefront(plan, arrays, entry, shared):
+    """The layers as a wavefront with the partner thread, when ``shared`` (the call's ``_shared``) has
+    it, or, forced, this thread's own mailbox, which nobody serves (this thread then runs every
+    layer). Returns None if it did not run, else whether the partner took its layers."""
+    mailbox = shared.mailbox
+    if mailbox is None:
+        return None
+    answer = _enter(entry, arrays, plan.ways.get(("wave", id(mailbox))) or plan.wave(mailbox))
+    return None if answer < 0 else answer == 1
 
 
-def _raced(plan, arrays, entry):
+def _raced(plan, arrays, entry, shared):
     """A call that can run as a wavefront: as one, or on its layers' own paths, as the plan's race
     says, which is told how long the call took, unless the way found no second thread (a partner
-    asleep after a pause, say) and the call ran on one: the time of neither way."""
+    asleep after a pause, say) and the call ran on one: the time of neither way. ``shared``: the
+    partner and second thread the call took (``_shared``)."""
     race = plan.race
     wave = race.wave()
     start = time.perf_counter_ns()
-    took = _wavefront(plan, arrays, entry, False) if wave else None
+    took = _wavefront(plan, arrays, entry, shared) if wave else None
     if took is None:
-        ran = _on_paths(plan, arrays, entry)
+        ran = _on_paths(plan, arrays, entry, shared)
         if wave or ran != plan.road.paths:
             return ran
     else:
@@ -181,35 +195,14 @@ def _raced(plan, arrays, entry):
     return ran
 
 
-def with_partner(wake, forced=False):
-    """``with with_partner(wake, forced) as mailbox:`` the partner thread and a second thread of the
-    budget for one one-row call: the partner's mailbox; else (the partner neither spins nor comes,
-    another call has it, or the budget is spent) None, when the call runs on its own thread, or,
-    ``forced``, this thread's own mailbox, which nobody serves (the calling thread then runs the
-    partner's part too). ``wake``: the call is long enough to wake a sleeping partner; else it takes
-    the partner only if it spins (``_partner.Partner``)."""
-    return _WithPartner(wake, forced)
-
-
-class _WithPartner:
-    __slots__ = ("partner", "budget", "forced")
-
-    def __init__(self, wake, forced):
-        self.partner = _partner.PARTNER.lease(wake and requested() > 1)  # a forked child makes its own
-        self.budget, self.forced = None, forced
-
-    def __enter__(self):
-        if self.partner.__enter__():
-            count = requested()
-            self.budget = lease(min(2, count), count)
-            if self.budget.__enter__() > 1:
-                return self.partner.partner.mailbox
-        return _scratch.mailbox() if self.forced else None
-
-    def __exit__(self, *exc):
-        if self.budget is not None:
-            self.budget.__exit__(*exc)
-        return self.partner.__exit__(*exc)
+def _shared(wake, forced):
+    """The partner thread and a second thread of the budget for one one-row call
+    (``_partner.Partner.share``; ``release()`` it after the call): its ``mailbox`` is the partner's,
+    or, when they do not both come (the partner neither spins nor comes, another call has it, or the
+    budget is spent), None, and the call runs on its own thread, or, ``forced``, this thread's own
+    mailbox, which nobody serves (the calling thread then runs the partner's part too). ``wake``: the
+    call is long enough to wake a sleeping partner; else it takes the partner only if it spins."""
+    return _partner.PARTNER.share(wake, _scratch.mailbox() if forced else None)
 
 
 @functools.lru_cache(maxsize=256)

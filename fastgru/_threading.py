@@ -117,6 +117,19 @@ def lease(wanted, count=None):
     return _Lease(wanted, requested() if count is None else count)
 
 
+def taken(wanted):
+    """``lease(wanted)`` taken at once, the calling thread's count read in the same call: the lease,
+    whose ``granted`` says what it holds (1: nothing); ``__exit__()`` gives it back. A count of 1
+    takes nothing and does not lock. (A one-row call reads the count and takes its second thread in
+    one call of this module: ``_partner.Partner.share``.)"""
+    count = requested()
+    if count < 2:
+        return _ONE
+    budget = _Lease(min(wanted, count), count)
+    budget.__enter__()
+    return budget
+
+
 class _Lease:
     """``lease``'s context: a class, cheaper than a generator's context manager, and the count set
     by ``request``, unchecked (every one-row call of the pair path takes a lease)."""
@@ -151,6 +164,11 @@ class _Lease:
                 _state["busy"] -= granted
                 _state["regions"] -= 1
         return False
+
+
+#: What a count of 1 takes: nothing (its ``__exit__`` neither sets a count nor locks).
+_ONE = _Lease(1, 1)
+_ONE.granted = 1
 
 
 def busy():
