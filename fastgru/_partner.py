@@ -237,11 +237,13 @@ class Shared:
         self.budget = None
 
     def release(self):
-        """Give back the budget's thread, then the partner."""
-        if self.budget is not None:
-            self.budget.__exit__()
-        if self.lease is not None:
-            self.lease.__exit__()
+        """Give back the budget's thread, then the partner (once: a second call does nothing)."""
+        budget, lease = self.budget, self.lease
+        self.budget = self.lease = None
+        if budget is not None:
+            budget.__exit__()
+        if lease is not None:
+            lease.__exit__()
 
 
 PARTNER = Partner()

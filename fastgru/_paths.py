@@ -147,6 +147,8 @@ def _on_paths(plan, arrays, entry, shared=None):
         finally:
             if own:
                 shared.release()
+    if shared is not None:  # layers that do not take the partner: what the call took goes back first
+        shared.release()
     if road.needs == "threads" and road.forced is None and requested() == 1:  # no second thread to share with
         way = plan.ways.get(1) or plan.way(1, None)
         return way.paths if _enter(entry, arrays, way) >= 0 else None
