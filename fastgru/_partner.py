@@ -147,14 +147,6 @@ class Partner:
         """``with partner.lease(wake) as taken:`` the partner for one one-row call (see the class)."""
         return Partner._Lease(self, wake)
 
-    def share(self, wake=False, alone=None):
-        """The partner and a second thread of the budget for one one-row call, both taken now: a
-        ``Shared``, whose ``mailbox`` is the partner's when both came, else ``alone`` (None: the call
-        runs on its own thread; a mailbox that nobody serves: the calling thread runs the partner's
-        part too), and which holds nothing of the budget then. ``release()`` it after the call.
-        ``wake``: the call is long enough to wake a sleeping partner (see the class)."""
-        return Shared(self, wake, alone)
-
     def wake(self):
         """Start the partner thread, or wake it if it sleeps (it then spins for SPIN_US)."""
         if not self.enabled:
@@ -217,9 +209,13 @@ class Partner:
 
 
 class Shared:
-    """``Partner.share``'s partner and budget for one call: taken when made (one call of
-    ``_threading``, then the partner's lease), given back by ``release``. Not a context manager:
-    entering one would be a second call of this module on the call's way to the kernels."""
+    """``partner`` and a second thread of the budget for one one-row call, both taken when made (one
+    call of ``_threading``, then the partner's lease): ``mailbox`` is the partner's when both came,
+    else ``alone`` (None: the call runs on its own thread; a mailbox that nobody serves: the calling
+    thread runs the partner's part too), and nothing of the budget is held then. ``release()`` gives
+    them back after the call. ``wake``: the call is long enough to wake a sleeping partner (see
+    ``Partner``). Not a context manager: entering one would be a second call of this module on the
+    call's way to the kernels."""
 
     __slots__ = ("budget", "lease", "mailbox", "count")
 

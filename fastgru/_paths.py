@@ -2,7 +2,7 @@
 
 ``road`` decides once per call shape (a plan, ``fastgru._plan``, keeps its decision); ``run`` runs a
 plan's call, taking at run time only what the moment gives: the threads the process-wide budget
-grants (``_threading.lease``) and the partner thread (``_partner.Partner.share``). This module is the only
+grants (``_threading.lease``) and the partner thread (``_partner.Shared``). This module is the only
 reader of the thresholds that choose a path (``_tuning``): a plan stores the road, never restates it.
 
 Paths of one layer: 'serial', every row on the calling thread; 'parallel', blocks of rows (and the
@@ -109,13 +109,15 @@ def run(plan, arrays, entry):
     if way is not None:  # a road of one way: nothing to take at run time
         return way.paths if _enter(entry, arrays, way) >= 0 else None
     road = plan.road
-    if road.cut is None:
+    if road.cut is None and road.needs != "partner":
         if road.needs == "serial":
             plan.static = way = plan.way(1, None)
             return way.paths if _enter(entry, arrays, way) >= 0 else None
-        return _on_paths(plan, arrays, entry)
-    shared = _shared(road.wake, road.forced == "wave")  # a wavefront's partner, taken once for the call
+        return _on_paths(plan, arrays, entry, None)
+    shared = _shared(road.wake, road.forced is not None)  # the partner, taken once for the call
     try:
+        if road.cut is None:
+            return _on_paths(plan, arrays, entry, shared)
         if road.forced == "wave":
             took = _wavefront(plan, arrays, entry, shared)
             return ("wave" if took else "serial",) * len(road.paths)
@@ -131,30 +133,24 @@ def run(plan, arrays, entry):
         shared.release()
 
 
-def _on_paths(plan, arrays, entry, shared=None):
-    """The layers on their own paths, with what the moment gives: the partner thread (a pair road;
-    ``shared``: the call's, when it took it already), the threads of the budget (a road of parallel
-    regions), or nothing (every layer serial)."""
+def _on_paths(plan, arrays, entry, shared):
+    """The layers on their own paths, with what the moment gives: the partner thread (a pair road:
+    ``shared``, what the call took), the threads of the budget (a road of parallel regions), or
+    nothing (every layer serial)."""
     road = plan.road
-    if road.needs == "partner":  # alone when the partner or a second thread does not come
-        own = shared is None
-        if own:
-            shared = _shared(road.wake, road.forced is not None)
-        try:
-            mailbox = shared.mailbox
-            way = plan.ways.get(None if mailbox is None else id(mailbox)) or plan.way(1, mailbox)
-            return way.paths if _enter(entry, arrays, way) >= 0 else None
-        finally:
-            if own:
-                shared.release()
+    if road.needs == "partner":  # alone when the partner or a second thread did not come
+        mailbox = shared.mailbox
+        way = plan.ways.get(None if mailbox is None else id(mailbox)) or plan.way(1, mailbox)
+        return way.paths if _enter(entry, arrays, way) >= 0 else None
     if shared is not None:  # layers that do not take the partner: what the call took goes back first
         shared.release()
-    if road.needs == "threads" and road.forced is None and requested() == 1:  # no second thread to share with
-        way = plan.ways.get(1) or plan.way(1, None)
-        return way.paths if _enter(entry, arrays, way) >= 0 else None
     if road.needs == "threads":
+        count = requested()
+        if count == 1 and road.forced is None:  # no second thread to share with
+            way = plan.ways.get(1) or plan.way(1, None)
+            return way.paths if _enter(entry, arrays, way) >= 0 else None
         _partner.PARTNER.nap()  # a parallel region needs the cores the partner would spin on
-        with lease(requested()) as granted:
+        with lease(count, count) as granted:
             way = plan.ways.get(granted) or plan.way(granted, None)
             return way.paths if _enter(entry, arrays, way) >= 0 else None
     way = plan.ways.get(1) or plan.way(1, None)
@@ -199,12 +195,12 @@ def _raced(plan, arrays, entry, shared):
 
 def _shared(wake, forced):
     """The partner thread and a second thread of the budget for one one-row call
-    (``_partner.Partner.share``; ``release()`` it after the call): its ``mailbox`` is the partner's,
+    (``_partner.Shared``; ``release()`` it after the call): its ``mailbox`` is the partner's,
     or, when they do not both come (the partner neither spins nor comes, another call has it, or the
     budget is spent), None, and the call runs on its own thread, or, ``forced``, this thread's own
     mailbox, which nobody serves (the calling thread then runs the partner's part too). ``wake``: the
     call is long enough to wake a sleeping partner; else it takes the partner only if it spins."""
-    return _partner.PARTNER.share(wake, _scratch.mailbox() if forced else None)
+    return _partner.Shared(_partner.PARTNER, wake, _scratch.mailbox() if forced else None)
 
 
 @functools.lru_cache(maxsize=256)

@@ -121,7 +121,7 @@ def taken(wanted):
     """``lease(wanted)`` taken at once, the calling thread's count read in the same call: the lease,
     whose ``granted`` says what it holds (1: nothing); ``__exit__()`` gives it back. A count of 1
     takes nothing and does not lock. (A one-row call reads the count and takes its second thread in
-    one call of this module: ``_partner.Partner.share``.)"""
+    one call of this module: ``_partner.Shared``.)"""
     count = requested()
     if count < 2:
         return _ONE
