@@ -18,8 +18,8 @@ every sum stay float32.
 
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
 elements uint16 (a bfloat16's bits, each pair of vectors interleaved: ``microkernel.bf16_pairs``) or
-int8 (where ``INT8_VNNI``, two rows interleaved column by column: ``microkernel.int8_layout``), an
-int8 panel headed by its NR columns' float32 scales;
+int8 (``microkernel.int8_panels``: a panel headed by its NR columns' float32 scales and, where
+``INT8_VNNI``, their sums per block, its rows in quads interleaved column by column);
 then the bias (D, 4, H) in float32, at the float32 offset ``layout.bias_start`` gives.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from ._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, pack_weights
 from ._kernels.memory import aligned
-from ._kernels.microkernel import SCALE_BYTES, bf16_pairs, int8_layout
+from ._kernels.microkernel import bf16_pairs, int8_panels
 from ._validate import FastGRUError
 
 #: ``weight_dtype`` values: the element type the kernels read for each.
@@ -106,16 +106,13 @@ def pack_compact(op, weight_dtype, W, R, B):
     (qw, sw), (qr, sr) = quantized_int8(op, "W", W), quantized_int8(op, "R", R)
     full = aligned(_float_size(n_dirs, n_inputs, n_hidden, n_panels, nr), _F32)
     pack_weights(qw, qr, B, full)
-    head = SCALE_BYTES * nr
     parts, at = [], 0
     for k_len, scales in ((n_inputs, sw), (n_hidden, sr)):
         values = full[at : at + n_dirs * n_panels * k_len * nr].reshape(n_dirs, n_panels, k_len * nr)
         at += values.size
         padded = np.zeros((n_dirs, n_panels * nr), _F32)
         padded[:, :gate_cols] = scales
-        part = np.empty((n_dirs, n_panels, head + k_len * nr), np.int8)
-        part[:, :, :head] = padded.reshape(n_dirs, n_panels, nr).view(np.int8)
-        part[:, :, head:] = int8_layout(values.astype(np.int8), k_len, nr)
+        part = int8_panels(values.astype(np.int8), padded.reshape(n_dirs, n_panels, nr), k_len, nr)
         parts.append(part.reshape(-1))
     panels = sum(part.size for part in parts)
     out = aligned(_sized(panels, n_dirs * 4 * n_hidden), FORMATS[weight_dtype])

@@ -344,7 +344,7 @@ def _tile_runner(mr, n_panels):
     return njit(lambda c, ldc, a, b, stride, k: tile_fma(c, a, b, (zero, ldc, zero, zero, stride, k), mr, n_panels, nv))
 
 
-@pytest.mark.parametrize("k_len", [1, 7, 36, 257, 600])
+@pytest.mark.parametrize("k_len", [1, 2, 6, 7, 36, 257, 258, 600])
 @pytest.mark.parametrize("special", [None, np.inf, np.nan])
 def test_int8_products_quantise_each_row_as_stated(k_len, special):
     """The micro-kernel's int8 products, tile by tile, against NumPy doing what ``tile_fma`` states:
@@ -355,7 +355,7 @@ def test_int8_products_quantise_each_row_as_stated(k_len, special):
         pytest.skip("int8 weights are widened to float32 on this target (INT8_VNNI is for AVX-512 with VNNI)")
 
     from fastgru._isa import GEOMETRY
-    from fastgru._kernels.microkernel import INT8_PAIRS_PER_SUM, SCALE_BYTES, k_pairs, lanes
+    from fastgru._kernels.microkernel import INT8_PAIRS_PER_SUM, int8_head, int8_panels, lanes
 
     nv = GEOMETRY.panel_vectors
     nr = nv * lanes(np.dtype(np.float32))
@@ -364,10 +364,9 @@ def test_int8_products_quantise_each_row_as_stated(k_len, special):
         run = _tile_runner(mr, n_panels)
         q = rng.integers(-127, 128, (n_panels, k_len, nr)).astype(np.int8)
         scales = rng.uniform(1e-3, 1e-2, (n_panels, nr)).astype(np.float32)
-        stride = SCALE_BYTES * nr + k_len * nr
-        b = np.empty((n_panels, stride), np.int8)
-        b[:, : SCALE_BYTES * nr] = scales.view(np.int8)
-        b[:, SCALE_BYTES * nr :] = k_pairs(q.reshape(n_panels, -1), k_len, nr)
+        stride = int8_head(k_len) * nr + k_len * nr
+        b = int8_panels(q.reshape(n_panels, -1), scales, k_len, nr)
+        assert b.shape == (n_panels, stride)
         a = (rng.standard_normal((k_len, mr)) * rng.uniform(0.1, 10, mr)).astype(np.float32)
         if special is not None and k_len > 1:
             a[rng.integers(0, k_len - k_len % 2), rng.integers(0, mr)] = special

@@ -39,7 +39,7 @@ import numpy as np
 from .._config import kernel
 from .._isa import GEOMETRY
 from .memory import LINE_BYTES, load, store
-from .microkernel import SCALE_BYTES
+from .microkernel import int8_head
 from .transpose import bits_differ, block_differs, transpose_block
 
 #: Vectors per panel and bytes per vector (the geometry's, fixed when the kernels compile).
@@ -118,9 +118,9 @@ def _lines(count, itemsize):
 
 @kernel()
 def panel_size(k_len, nr, weights):
-    """Elements of ``weights`` that one panel of k_len rows takes: its k_len·NR weights, after NR
-    float32 scales for int8 weights (``tile_fma``)."""
-    return k_len * nr + (SCALE_BYTES * nr if weights.itemsize == 1 else 0)
+    """Elements of ``weights`` that one panel of k_len rows takes: its k_len·NR weights, after its head
+    for int8 weights (``microkernel.int8_head``)."""
+    return k_len * nr + (int8_head(k_len) * nr if weights.itemsize == 1 else 0)
 
 
 @kernel()

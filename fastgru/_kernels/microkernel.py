@@ -19,6 +19,7 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .._config import kernel
 from .._isa import GEOMETRY, INT8_VNNI
 
 #: Bytes of one vector register of this process's geometry.
@@ -43,26 +44,49 @@ def bf16_pairs(bits, nr):
     return bits.reshape(-1, nr // (2 * lanes_), 2, lanes_).transpose(0, 1, 3, 2).reshape(shape)
 
 
-def k_pairs(values, k_len, nr):
-    """Panels of int8 weights (``values`` (..., k_len*NR): k_len rows of NR columns in order) in
-    ``tile_fma``'s order: rows 2u and 2u + 1 interleaved column by column (column c's two weights
-    side by side, row 2u's first), a last odd row as it was. NumPy."""
-    lead, even = values.shape[:-1], k_len - k_len % 2
-    rows = values.reshape(*lead, k_len, nr)
-    out = rows.copy()
-    out[..., :even, :] = rows[..., :even, :].reshape(*lead, even // 2, 2, nr).swapaxes(-1, -2).reshape(*lead, even, nr)
-    return out.reshape(values.shape)
-
-
-def int8_layout(values, k_len, nr):
-    """int8 panels (as ``k_pairs`` takes them) in the layout this process's kernels read: pairs of
-    rows for the integer products (``INT8_VNNI``), else rows in order."""
-    return k_pairs(values, k_len, nr) if INT8_VNNI else values
-
-
 #: Pairs of rows whose int32 sums the int8 products accumulate before they go to float32:
 #: 128·2·32767·127 < 2**31.
 INT8_PAIRS_PER_SUM = 128
+
+#: Bytes of one column's sum of weights over a block of INT8_PAIRS_PER_SUM pairs (an int32).
+SUM_BYTES = 4
+
+
+@kernel(inline=True)
+def int8_head(k_len):
+    """Bytes per column at the head of an int8 panel of k_len rows: the column's float32 scale, then,
+    where ``INT8_VNNI``, its int32 sum of weights over each block of INT8_PAIRS_PER_SUM pairs (the
+    quads' rows of the block only: ``int8_panels``)."""
+    if not INT8_VNNI:
+        return SCALE_BYTES
+    return SCALE_BYTES + SUM_BYTES * ((k_len // 2 + INT8_PAIRS_PER_SUM - 1) // INT8_PAIRS_PER_SUM)
+
+
+def int8_panels(values, scales, k_len, nr):
+    """int8 panels as ``tile_fma`` reads them, from ``values`` (..., k_len*NR: k_len rows of NR columns
+    in order, int8) and ``scales`` (..., NR, float32): the head (``int8_head``), then the rows. Where
+    ``INT8_VNNI`` the rows come in quads, rows 4u..4u + 3 interleaved column by column (column c's
+    four weights side by side, row 4u's first), for k < 4·(k_len // 4); then, if k_len // 2 is odd,
+    the pair of rows after them interleaved alike; then a last odd row as it was. Elsewhere the rows
+    in order. NumPy."""
+    lead = values.shape[:-1]
+    rows = values.reshape(*lead, k_len, nr)
+    head = int8_head(k_len) * nr
+    out = np.empty((*lead, head + k_len * nr), np.int8)
+    out[..., : SCALE_BYTES * nr] = np.ascontiguousarray(scales, np.float32).view(np.int8)
+    body = rows.copy()
+    if INT8_VNNI:
+        q4 = 4 * (k_len // 4)
+        body[..., :q4, :] = rows[..., :q4, :].reshape(*lead, q4 // 4, 4, nr).swapaxes(-1, -2).reshape(*lead, q4, nr)
+        if (k_len // 2) % 2:
+            body[..., q4 : q4 + 2, :] = rows[..., q4 : q4 + 2, :].swapaxes(-1, -2).reshape(*lead, 2, nr)
+        block = 2 * INT8_PAIRS_PER_SUM
+        starts = range(0, 2 * (k_len // 2), block)
+        sums = [rows[..., k : min(k + block, q4), :].sum(axis=-2, dtype=np.int32) for k in starts]
+        if sums:  # none for a single row
+            out[..., SCALE_BYTES * nr : head] = np.stack(sums, axis=-2).view(np.int8).reshape(*lead, -1)
+    out[..., head:] = body.reshape(*lead, k_len * nr)
+    return out
 
 
 def weight_format(b_dtype, c_dtype):
@@ -93,18 +117,21 @@ def tile_fma(typingctx, c, a, b, at, mr, np_, nv):
         uint16: bfloat16 bits, two vectors' in one (``bf16_pairs``): the 32-bit word l of vectors
         (2u, 2u + 1) holds column 2u·L + l in its low half and (2u + 1)·L + l in its high half, and
         one load, a shift and a mask make the two float32 vectors (exact);
-        int8: the panel starts with NR float32 scales (SCALE_BYTES each), its weights follow at
-        b_off + q*b_stride + SCALE_BYTES*NR, and C[r, col] += scale[col] * sum_k A[k, r] * B[k, col]
-        (the sum from zero, then one fused multiply-add); where ``INT8_VNNI``, two rows in each pair
-        of bytes (``k_pairs``), by integer products (below).
+        int8: the panel starts with its head (``int8_head``: NR float32 scales, then where
+        ``INT8_VNNI`` NR int32 column sums per block), its weights follow at
+        b_off + q*b_stride + int8_head(k_len)*NR, and C[r, col] += scale[col] * sum_k A[k, r] * B[k, col]
+        (the sum from zero, then one fused multiply-add); where ``INT8_VNNI``, in quads and a pair of
+        rows (``int8_panels``), by integer products (below).
     mr, np_, nv : integer literals (MR rows, NP panels, NV vectors per panel).
 
     Where ``INT8_VNNI``, int8 weights multiply A quantised per row to 16 bits: A[k, r] ≈ s_r·a_kr with s_r = max_k
-    |A[k, r]| / 32767 and a_kr = round(A[k, r] / s_r) (|error| <= s_r/2 and a float32 rounding), so
-    that two rows' products are one integer multiply-add of pairs (VPMADDWD), exact in int32; the
-    int32 sums of 128 pairs of rows (at most 2**30.1) go to float32, times s_r, into C. A row of A
-    with an infinite or NaN element is multiplied in float32 instead, and a last odd row: each row's
-    result depends on that row alone, whatever the tile.
+    |A[k, r]| / 32767 and a_kr = round(A[k, r] / s_r) (|error| <= s_r/2 and a float32 rounding), over
+    the pairs of rows (k < 2·(k_len // 2)), in exact integer sums: a one-row tile takes four rows per
+    byte dot product (VPDPBUSD, ``_Int8Products``), other tiles two per multiply-add of pairs
+    (VPMADDWD). The int32 sums of 128 pairs of rows (at most 2**30.1) go to float32, times s_r, into
+    C: the same integers whatever the instructions, so the same bits. A row of A with an infinite or
+    NaN element is multiplied in float32 instead, and a last odd row: each row's result depends on
+    that row alone, whatever the tile.
     """
     if not all(isinstance(x, types.IntegerLiteral) for x in (mr, np_, nv)):
         return None
@@ -119,7 +146,7 @@ def tile_fma(typingctx, c, a, b, at, mr, np_, nv):
     def codegen(context, builder, signature, args):
         tile = _Tile(context, builder, signature, args, fmt, shape)
         tile.open_accumulators()
-        k_from = _Int8Pairs(tile).emit() if fmt == "int8" and INT8_VNNI else tile.const(0)
+        k_from = _Int8Products(tile).emit() if fmt == "int8" and INT8_VNNI else tile.const(0)
         tile.fma_loop(k_from)
         tile.close_accumulators()
         return context.get_dummy_value()
@@ -226,8 +253,17 @@ class _Tile:
                     builder.store(ir.Constant(self.vec, None), slot)
                 else:
                     builder.store(builder.load(self.c_at(r, col), align=self.align), slot)
-        scales = SCALE_BYTES * self.NV * self.width
-        self.first = builder.add(self.b_off, self.const(scales)) if self.fmt == "int8" else self.b_off
+        self.first = builder.add(self.b_off, self.int8_head()) if self.fmt == "int8" else self.b_off
+
+    def int8_head(self):
+        """Emits the bytes of an int8 panel's head, ``int8_head``(k_len)·NR: NR scales and, where
+        ``INT8_VNNI``, NR sums per block of INT8_PAIRS_PER_SUM pairs (an lshr, an add, a udiv, a mul)."""
+        nr, builder = self.NV * self.width, self.builder
+        if not INT8_VNNI:
+            return self.const(SCALE_BYTES * nr)
+        pairs = builder.lshr(self.k_len, self.const(1))
+        blocks = builder.udiv(builder.add(pairs, self.const(INT8_PAIRS_PER_SUM - 1)), self.const(INT8_PAIRS_PER_SUM))
+        return builder.add(self.const(SCALE_BYTES * nr), builder.mul(blocks, self.const(SUM_BYTES * nr)))
 
     def accumulate(self, slots, a_vec, b_vecs):
         """Emits slot = fma(a_vec, b, slot) for each accumulator and weight vector: a load, a call of
@@ -302,22 +338,34 @@ class _Tile:
                 builder.store(builder.load(slot), self.c_at(r, col), align=self.align)
 
 
-class _Int8Pairs:
-    """The code generator of a tile's integer products of int8 weights (``INT8_VNNI``): the pairs of
-    rows (2u, 2u + 1) for 2u + 1 < k_len, A quantised per row to int16 (into C, scaled), or in
-    float32 where A's row has a non-finite element (into the tile's accumulators)."""
+class _Int8Products:
+    """The code generator of a tile's integer products of int8 weights (``INT8_VNNI``) over the pairs of
+    rows k < 2·(k_len // 2), laid out as ``int8_panels`` says: quads of rows, then a pair when the
+    pairs are odd. A is quantised per row to int16, into C scaled; a row with a non-finite element
+    goes in float32, into the tile's accumulators."""
 
     def __init__(self, tile):
-        """Emits the number of pairs (an lshr of k_len); declares ``llvm.rint`` on MR float32."""
+        """Emits the numbers of pairs and quads (lshrs); declares ``llvm.rint`` on MR float32 and on 4,
+        and the byte dot product (``llvm.x86.avx512.vpdpbusd.512``: the vectors are 16 int32)."""
         self.tile, builder, width = tile, tile.builder, tile.width
-        i32 = ir.IntType(32)
+        i32, i8 = ir.IntType(32), ir.IntType(8)
         self.rows_f, self.rows_i = ir.VectorType(tile.scalar, tile.MR), ir.VectorType(i32, tile.MR)
         self.words, self.shorts = ir.VectorType(i32, width), ir.VectorType(ir.IntType(16), 2 * width)
-        self.wide, self.pair_bytes = ir.VectorType(i32, 2 * width), ir.VectorType(ir.IntType(8), 2 * width)
+        self.wide, self.pair_bytes = ir.VectorType(i32, 2 * width), ir.VectorType(i8, 2 * width)
+        self.quad_bytes, self.row_bytes = ir.VectorType(i8, 4 * width), ir.VectorType(i8, width)
+        self.four_f, self.four_i = ir.VectorType(tile.scalar, 4), ir.VectorType(i32, 4)
+        module = builder.module
         self.rint = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(self.rows_f, [self.rows_f]), f"llvm.rint.v{tile.MR}f32"
+            module, ir.FunctionType(self.rows_f, [self.rows_f]), f"llvm.rint.v{tile.MR}f32"
+        )
+        self.rint4 = cgutils.get_or_insert_function(
+            module, ir.FunctionType(self.four_f, [self.four_f]), "llvm.rint.v4f32"
+        )
+        self.dot = cgutils.get_or_insert_function(
+            module, ir.FunctionType(self.words, [self.words] * 3), "llvm.x86.avx512.vpdpbusd.512"
         )
         self.pairs = builder.lshr(tile.k_len, tile.const(1))
+        self.quads = builder.lshr(tile.k_len, tile.const(2))
         self.evens = ir.Constant(ir.VectorType(i32, width), list(range(0, 2 * width, 2)))
         self.odds = ir.Constant(ir.VectorType(i32, width), list(range(1, 2 * width, 2)))
 
@@ -329,6 +377,9 @@ class _Int8Pairs:
         tile, builder = self.tile, self.tile.builder
         self.scale_rows(self.row_peaks())
         self.sums = [[cgutils.alloca_once(builder, self.words) for _ in tile.cols] for _ in range(tile.MR)]
+        if tile.MR == 1:
+            self.high = [cgutils.alloca_once(builder, self.words) for _ in tile.cols]
+            self.low = [cgutils.alloca_once(builder, self.words) for _ in tile.cols]
         # A tile of finite rows takes the integer products alone; one with an infinite or NaN
         # element in some rows takes them for the other rows (those rows' A as zeros), then the
         # pairs of those rows in float32 (the other rows' A as zeros).
@@ -401,20 +452,6 @@ class _Int8Pairs:
         at = builder.add(tile.a_off, builder.mul(k, tile.const(tile.MR)))
         return builder.load(tile.vector_at(tile.a_ptr, at, self.rows_f), align=tile.align)
 
-    def pair_bytes_at(self, u, q, v):
-        """Emits the load of vector v of panel q at rows (2u, 2u + 1): 2·L bytes, the two rows column by
-        column (unaligned)."""
-        tile, builder = self.tile, self.tile.builder
-        at = builder.add(
-            tile.first,
-            builder.add(
-                builder.mul(u, tile.const(2 * tile.NV * tile.width)), builder.mul(tile.b_stride, tile.const(q))
-            ),
-        )
-        return builder.load(
-            tile.vector_at(tile.b_ptr, builder.add(at, tile.const(2 * v * tile.width)), self.pair_bytes), align=1
-        )
-
     def quantised(self, k, masked):
         """Emits A's row k as int16 in the low halves of i32s: the row's load (its non-finite rows'
         bits cleared where ``masked``: zeros), times the inverse steps, rounded to the nearest
@@ -426,40 +463,140 @@ class _Int8Pairs:
         q = builder.fptosi(builder.call(self.rint, [builder.fmul(a_k, self.inverse)]), rows_i)
         return builder.and_(q, ir.Constant(rows_i, [0xFFFF] * self.tile.MR))
 
-    def integer_products(self, masked):
-        """Emits the integer products of the pairs, INT8_PAIRS_PER_SUM pairs at a time: a loop over the
-        blocks of pairs whose body sets the int32 sums to zero, runs a loop over the block's pairs
-        (``pair_products``), then adds the sums to C, each times its row's step and its column's
-        scale (``add_scaled``): no float32 sums live in the loop."""
+    def group_bytes(self, k0, q, v, group, vector=None):
+        """Emits the load of vector v of panel q at the group of ``group`` rows from k0 (a quad or a
+        pair, ``int8_panels``): group·L bytes, the rows column by column (unaligned), as ``vector``
+        (default: bytes)."""
         tile, builder = self.tile, self.tile.builder
-        per_sum = tile.const(INT8_PAIRS_PER_SUM)
+        at = builder.add(
+            builder.add(tile.first, builder.mul(tile.b_stride, tile.const(q))),
+            builder.add(builder.mul(k0, tile.const(tile.NV * tile.width)), tile.const(v * group * tile.width)),
+        )
+        vector = vector or ir.VectorType(ir.IntType(8), group * tile.width)
+        return builder.load(tile.vector_at(tile.b_ptr, at, vector), align=1)
+
+    def groups(self, k0, group, vector=None):
+        """``group_bytes`` of every vector of the tile's panels, in the order of ``cols``."""
+        tile = self.tile
+        return [self.group_bytes(k0, q, v, group, vector) for q in range(tile.NP) for v in range(tile.NV)]
+
+    def every(self, vector, group, picks):
+        """Emits the bytes ``picks`` of each group of ``group`` bytes of ``vector``, column by column (a
+        shufflevector)."""
+        mask = [group * c + j for c in range(self.tile.width) for j in picks]
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask)
+        return self.tile.builder.shuffle_vector(vector, vector, mask)
+
+    def integer_products(self, masked):
+        """Emits the integer products, INT8_PAIRS_PER_SUM pairs at a time: a loop over the blocks whose
+        body sets the int32 sums to zero, takes the block's quads (``one_row_quads`` for a one-row
+        tile, else ``quad_products`` each), then the pair after the quads in the last block where
+        the pairs are odd, and adds the sums to C, each times its row's step and its column's scale
+        (``add_scaled``): no float32 sums live in the loop."""
+        tile, builder = self.tile, self.tile.builder
+        per_quads, per_sum = tile.const(INT8_PAIRS_PER_SUM // 2), tile.const(INT8_PAIRS_PER_SUM)
         blocks = builder.udiv(builder.add(self.pairs, tile.const(INT8_PAIRS_PER_SUM - 1)), per_sum)
+        odd = builder.trunc(self.pairs, ir.IntType(1))
         with cgutils.for_range(builder, blocks) as block:
-            u0 = builder.mul(block.index, per_sum)
-            count = builder.sub(self.pairs, u0)
-            count = builder.select(builder.icmp_signed("<", count, per_sum), count, per_sum)
             for row in self.sums:
                 for slot in row:
                     builder.store(ir.Constant(self.words, None), slot)
-            with cgutils.for_range(builder, count) as loop:
-                self.pair_products(builder.add(u0, loop.index), masked)
+            q0 = builder.mul(block.index, per_quads)
+            count = builder.sub(self.quads, q0)
+            count = builder.select(builder.icmp_signed("<", count, per_quads), count, per_quads)
+            if tile.MR == 1:
+                self.one_row_quads(block.index, q0, count, masked)
+            else:
+                with cgutils.for_range(builder, count) as loop:
+                    self.quad_products(builder.add(q0, loop.index), masked)
+            last = builder.icmp_signed("==", builder.add(block.index, tile.const(1)), blocks)
+            with builder.if_then(builder.and_(last, odd)):
+                k0 = builder.shl(self.quads, tile.const(2))
+                self.pair_products(k0, self.groups(k0, 2), masked)
             tile.add_scaled(self.sums, self.step)
 
-    def pair_products(self, u, masked):
-        """Emits the products of the pair of rows (2u, 2u + 1) into the int32 sums: each vector of pairs
-        of bytes sign-extended to 2·L i32 (through i16), A's two rows quantised and packed into one
-        i32 per row of the tile (row 2u's in the low half); then per row of the tile its pair
-        broadcast and sign-extended alike and, per vector, a multiply of the 2·L lanes whose even
-        and odd lanes are added (two shufflevectors and an add: the pattern LLVM selects a
-        multiply-add of pairs for, VPMADDWD or VPDPWSSD) to the row's sum (a load, an add, a store)."""
+    def one_row_quads(self, block, q0, count, masked):
+        """Emits the quads of a one-row tile's block into its sums, four rows per byte dot product: the
+        high and low sums set to zero; a loop over the quads whose body takes A's four bytes of each
+        half (``a_bytes``), broadcast, and per vector of weights (16 columns × 4 rows) two VPDPBUSD;
+        then sum = 256·high + low - 32768·(the block's column sums, at the panel's head), in int32
+        with wrap-around: Σ a·w, exact, as it fits in int32 (a = u - 32768)."""
         tile, builder = self.tile, self.tile.builder
-        b_wide = [
-            builder.sext(builder.sext(self.pair_bytes_at(u, q, v), self.shorts), self.wide)
+        for slot in (*self.high, *self.low):
+            builder.store(ir.Constant(self.words, None), slot)
+        with cgutils.for_range(builder, count) as loop:
+            k0 = builder.shl(builder.add(q0, loop.index), tile.const(2))
+            high, low = self.a_bytes(k0, masked)
+            weights = self.groups(k0, 4, self.words)
+            for slots, a in ((self.high, high), (self.low, low)):
+                for slot, w in zip(slots, weights):
+                    builder.store(builder.call(self.dot, [builder.load(slot), a, w]), slot)
+        eight, fifteen = ir.Constant(self.words, [8] * tile.width), ir.Constant(self.words, [15] * tile.width)
+        for slot, high, low, total in zip(self.sums[0], self.high, self.low, self.column_sums(block)):
+            value = builder.add(builder.shl(builder.load(high), eight), builder.load(low))
+            builder.store(builder.sub(value, builder.shl(total, fifteen)), slot)
+
+    def a_bytes(self, k0, masked):
+        """Emits a one-row tile's A at rows k0..k0 + 3 as two broadcast int32s: quantised (its bits
+        cleared where ``masked``, as ``quantised``), offset to u = a + 32768 = 256·hi + lo in
+        [1, 65535], and the four hi bytes packed into one int32, the four lo into another."""
+        tile, builder = self.tile, self.tile.builder
+        zeros = ir.Constant(self.four_i, [0] * 4)
+        a4 = builder.load(tile.vector_at(tile.a_ptr, builder.add(tile.a_off, k0), self.four_f), align=tile.align)
+        if masked:
+            keep = builder.shuffle_vector(self.keep, ir.Constant(self.rows_i, ir.Undefined), zeros)
+            a4 = builder.bitcast(builder.and_(builder.bitcast(a4, self.four_i), keep), self.four_f)
+        inverse = builder.shuffle_vector(self.inverse, ir.Constant(self.rows_f, ir.Undefined), zeros)
+        q = builder.fptosi(builder.call(self.rint4, [builder.fmul(a4, inverse)]), self.four_i)
+        u = builder.add(q, ir.Constant(self.four_i, [32768] * 4))
+        four_bytes, i32 = ir.VectorType(ir.IntType(8), 4), ir.IntType(32)
+        low = builder.bitcast(builder.trunc(u, four_bytes), i32)
+        high = builder.bitcast(builder.trunc(builder.lshr(u, ir.Constant(self.four_i, [8] * 4)), four_bytes), i32)
+        return tile.splat(high, self.words), tile.splat(low, self.words)
+
+    def column_sums(self, block):
+        """Emits the loads of the panels' int32 column sums of ``block``, after their scales at their
+        heads: NP·NV vectors, in the order of ``cols``."""
+        tile, builder = self.tile, self.tile.builder
+        nr = tile.NV * tile.width
+        start = builder.add(tile.const(SCALE_BYTES * nr), builder.mul(block, tile.const(SUM_BYTES * nr)))
+        return [
+            builder.load(
+                tile.vector_at(
+                    tile.b_ptr,
+                    builder.add(
+                        builder.add(tile.b_off, builder.mul(tile.b_stride, tile.const(q))),
+                        builder.add(start, tile.const(SUM_BYTES * v * tile.width)),
+                    ),
+                    self.words,
+                ),
+                align=1,
+            )
             for q in range(tile.NP)
             for v in range(tile.NV)
         ]
-        even = self.quantised(builder.shl(u, tile.const(1)), masked)
-        odd = self.quantised(builder.add(builder.shl(u, tile.const(1)), tile.const(1)), masked)
+
+    def quad_products(self, u, masked):
+        """Emits the products of quad u of a tile of several rows: its two pairs of rows, each taken out
+        of the quad's vectors (``every``) and multiplied as ``pair_products``."""
+        k0 = self.tile.builder.shl(u, self.tile.const(2))
+        quads = self.groups(k0, 4)
+        for half in (0, 1):
+            pairs = [self.every(quad, 4, (2 * half, 2 * half + 1)) for quad in quads]
+            self.pair_products(self.tile.builder.add(k0, self.tile.const(2 * half)), pairs, masked)
+
+    def pair_products(self, k0, pairs, masked):
+        """Emits the products of the pair of rows (k0, k0 + 1) into the int32 sums, from ``pairs`` (its
+        vectors of pairs of bytes, column by column): each sign-extended to 2·L i32 (through i16),
+        A's two rows quantised and packed into one i32 per row of the tile (row k0's in the low
+        half); then per row of the tile its pair broadcast and sign-extended alike and, per vector, a
+        multiply of the 2·L lanes whose even and odd lanes are added (two shufflevectors and an add:
+        the pattern LLVM selects a multiply-add of pairs for, VPMADDWD or VPDPWSSD) to the row's sum
+        (a load, an add, a store)."""
+        tile, builder = self.tile, self.tile.builder
+        b_wide = [builder.sext(builder.sext(pair, self.shorts), self.wide) for pair in pairs]
+        even = self.quantised(k0, masked)
+        odd = self.quantised(builder.add(k0, tile.const(1)), masked)
         both = builder.or_(even, builder.shl(odd, ir.Constant(self.rows_i, [16] * tile.MR)))
         for r in range(tile.MR):
             a_pair = tile.splat(builder.extract_element(both, tile.lane(r)), self.words)
@@ -473,27 +610,29 @@ class _Int8Pairs:
                 builder.store(builder.add(builder.load(slot), two), slot)
 
     def float_products(self):
-        """Emits the pairs of the non-finite rows of A in float32, into the tile's accumulators: a loop
-        over the pairs whose body splits each vector of pairs of bytes into its two rows of k (a
-        shufflevector of the even bytes, one of the odd, each widened by sitofp), then, for each of
-        the two rows of k, A's elements of the tile's rows that are not finite (a select: zeros in
-        the finite rows), broadcast and accumulated (``accumulate``)."""
+        """Emits the pairs' rows of the non-finite rows of A in float32, into the tile's accumulators,
+        in the order of k: the quads (a loop), then the pair after them where the pairs are odd
+        (``float_rows``)."""
         tile, builder = self.tile, self.tile.builder
+        with cgutils.for_range(builder, self.quads) as loop:
+            self.float_rows(builder.shl(loop.index, tile.const(2)), 4)
+        with builder.if_then(builder.trunc(self.pairs, ir.IntType(1))):
+            self.float_rows(builder.shl(self.quads, tile.const(2)), 2)
+
+    def float_rows(self, k0, group):
+        """Emits the rows k0..k0 + group - 1 of the non-finite rows of A in float32: each vector of the
+        group split into its rows (``every``, widened by sitofp), then per row of k A's elements of
+        the tile's rows that are not finite (a select: zeros in the finite rows), broadcast and
+        accumulated (``accumulate``)."""
+        tile, builder = self.tile, self.tile.builder
+        vectors = self.groups(k0, group)
         zeros_f = ir.Constant(self.rows_f, None)
-        with cgutils.for_range(builder, self.pairs) as loop:
-            u = loop.index
-            halves = []
-            for q in range(tile.NP):
-                for v in range(tile.NV):
-                    both = self.pair_bytes_at(u, q, v)
-                    even = builder.sitofp(builder.shuffle_vector(both, both, self.evens), tile.vec)
-                    halves.append((even, builder.sitofp(builder.shuffle_vector(both, both, self.odds), tile.vec)))
-            one = tile.const(1)
-            for part, k in enumerate((builder.shl(u, one), builder.add(builder.shl(u, one), one))):
-                a_k = builder.select(self.finite, zeros_f, self.a_rows(k))
-                for r in range(tile.MR):
-                    a_vec = tile.splat(builder.extract_element(a_k, tile.lane(r)), tile.vec)
-                    tile.accumulate(tile.slots[r], a_vec, [half[part] for half in halves])
+        for j in range(group):
+            b_vecs = [builder.sitofp(self.every(vector, group, (j,)), tile.vec) for vector in vectors]
+            a_k = builder.select(self.finite, zeros_f, self.a_rows(builder.add(k0, tile.const(j))))
+            for r in range(tile.MR):
+                a_vec = tile.splat(builder.extract_element(a_k, tile.lane(r)), tile.vec)
+                tile.accumulate(tile.slots[r], a_vec, b_vecs)
 
 
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line coverage)
@@ -503,7 +642,7 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
         # The same sums in the same order for every element, k = 0, 1, ... (without fusing).
         nr = nv * lanes(c.dtype)
         packed_a = a[a_off : a_off + k_len * mr].reshape(k_len, mr)
-        head = SCALE_BYTES * nr if b.dtype == np.int8 else 0
+        head = int8_head(k_len) * nr if b.dtype == np.int8 else 0
         for q in range(np_):
             start_b = b_off + q * b_stride
             panel = b[start_b + head : start_b + head + k_len * nr].reshape(k_len, nr)
@@ -511,24 +650,26 @@ if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1, e.g. for line covera
                 lanes_ = nr // nv
                 panel = panel.reshape(k_len, nv // 2, lanes_, 2).transpose(0, 1, 3, 2).reshape(k_len, nr)
                 panel = (panel.astype(np.uint32) << 16).view(np.float32)
-            if head and INT8_VNNI:  # int8: the pairs of rows back in column order
+            if head and INT8_VNNI:  # int8: the quads and the pair of rows back in column order
                 panel = _in_row_order(panel, k_len, nr)
+            scales = b[start_b : start_b + SCALE_BYTES * nr].view(np.float32) if head else None
             for r in range(mr):
                 start = c_off + r * ldc + q * nr
                 if head and INT8_VNNI:
                     total = _int8_products(packed_a[:, r], panel, k_len)
-                    c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)
+                    c[start : start + nr] += total * scales
                     continue
                 total = c[start : start + nr] if head == 0 else np.zeros(nr, c.dtype)
                 for k in range(k_len):
                     total += packed_a[k, r] * panel[k].astype(c.dtype)
                 if head:
-                    c[start : start + nr] += total * b[start_b : start_b + head].view(np.float32)
+                    c[start : start + nr] += total * scales
 
     def _in_row_order(panel, k_len, nr):
-        even = k_len - k_len % 2
-        out = panel.copy()
-        out[:even] = panel[:even].reshape(even // 2, nr, 2).swapaxes(1, 2).reshape(even, nr)
+        q4, out = 4 * (k_len // 4), panel.copy()
+        out[:q4] = panel[:q4].reshape(q4 // 4, nr, 4).swapaxes(1, 2).reshape(q4, nr)
+        if (k_len // 2) % 2:
+            out[q4 : q4 + 2] = panel[q4 : q4 + 2].reshape(nr, 2).T
         return out
 
     def _int8_products(a, panel, k_len):
