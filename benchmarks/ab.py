@@ -36,6 +36,7 @@ def main():
     parser.add_argument("shape", help="a shape id of benchmarks/bench_gru.py, e.g. seq-b128-s50-i36-h36-lbr0")
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds after the warm-up (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="Numba threads (default 2)")
+    parser.add_argument("--weight-dtype", default=None, help="bfloat16 or int8: compact weights (default: exact)")
     args = parser.parse_args()
     from bench_gru import SHAPES
 
@@ -43,7 +44,7 @@ def main():
     if args.shape not in shapes:
         parser.error(f"unknown shape {args.shape!r}; one of {', '.join(shapes)}")
     numba.set_num_threads(args.threads)
-    run, _ = fastgru_prepared(Case(shapes[args.shape]))
+    run, _ = fastgru_prepared(Case(shapes[args.shape]), args.weight_dtype)
     warm_until = time.perf_counter() + 0.3
     while time.perf_counter() < warm_until:  # compilation (or the cache), first touch, the partner thread
         run()
@@ -54,7 +55,8 @@ def main():
         run()
         times.append(time.perf_counter() - start)
     print(
-        f"{statistics.median(times) * 1e6:.1f} µs median of {len(times)} calls, {args.shape}, "
+        f"{statistics.median(times) * 1e6:.1f} µs median of {len(times)} calls, {args.shape}"
+        f"{', ' + args.weight_dtype + ' weights' if args.weight_dtype else ''}, "
         f"fastgru at {Path(fastgru.__file__).parent.parent}, {numba.threading_layer()}"
     )
 

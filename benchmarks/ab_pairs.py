@@ -2,6 +2,7 @@
 
     python benchmarks/ab_pairs.py OLD_CHECKOUT NEW_CHECKOUT [--shapes ID ...] [--pairs 5]
                                   [--seconds 1.5] [--md benchmarks/ab/<cpu>/ab_results.md]
+                                  [--weight-dtype bfloat16|int8]
 
 For each shape (default: every shape of ``bench_gru.SHAPES``), ``--pairs`` times: a process with
 OLD's fastgru on the path, then one with NEW's (the order alternates from pair to pair), each
@@ -29,10 +30,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _median_us(checkout, shape, seconds):
+def _median_us(checkout, shape, seconds, weight_dtype=None):
     env = {**os.environ, "PYTHONPATH": str(checkout)}
+    # With compact weights both sides run this checkout's ab.py (older ones may lack the option).
+    script = HERE / "ab.py" if weight_dtype else Path(checkout) / "benchmarks" / "ab.py"
+    extra = ["--weight-dtype", weight_dtype] if weight_dtype else []
     out = subprocess.run(
-        [sys.executable, str(Path(checkout) / "benchmarks" / "ab.py"), shape, "--seconds", str(seconds)],
+        [sys.executable, str(script), shape, "--seconds", str(seconds), *extra],
         env=env,
         capture_output=True,
         text=True,
@@ -60,6 +64,7 @@ def main(argv=None):
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--md", default=None)
+    parser.add_argument("--weight-dtype", default=None, help="bfloat16 or int8: compact weights on both sides")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE))
     from bench_gru import SHAPES
@@ -68,12 +73,12 @@ def main(argv=None):
     lines = ["| shape | old µs | new µs | new / old | 95% interval |", "|---|---|---|---|---|"]
     for shape in shapes:
         for which in ("old", "new"):  # fill each checkout's cache, untimed
-            _median_us(getattr(args, which), shape, 0.1)
+            _median_us(getattr(args, which), shape, 0.1, args.weight_dtype)
         times = {"old": [], "new": []}
         for k in range(args.pairs):
             order = ("old", "new") if k % 2 == 0 else ("new", "old")
             for which in order:
-                times[which].append(_median_us(getattr(args, which), shape, args.seconds))
+                times[which].append(_median_us(getattr(args, which), shape, args.seconds, args.weight_dtype))
         old, new = statistics.median(times["old"]), statistics.median(times["new"])
         low, high = ratio_interval(times["old"], times["new"])
         lines.append(f"| {shape} | {old:,.1f} | {new:,.1f} | {new / old:.3f} | {low:.3f}-{high:.3f} |")
@@ -82,7 +87,8 @@ def main(argv=None):
 
     lines += [
         "",
-        f"old: {args.old}; new: {args.new}. Prepared op with out=, 2 threads, medians of {args.pairs} processes "
+        f"old: {args.old}; new: {args.new}. Prepared op with out=, "
+        f"{args.weight_dtype + ' weights, ' if args.weight_dtype else ''}2 threads, medians of {args.pairs} processes "
         f"each ({args.seconds} s of calls after a warm-up), alternating, after one untimed process each; "
         f"the interval by bootstrap over the processes' medians; {compiled_line()}; "
         f"{time.strftime('%Y-%m-%d')}.",

@@ -49,22 +49,22 @@ def fastgru_function(case):
     return run, run
 
 
-def fastgru_prepared(case):
-    """The serving form: weights packed once, outputs preallocated (out=)."""
-    c, op = case, case.shape.op
+def fastgru_prepared(case, weight_dtype=None):
+    """The serving form: weights packed once (stored as ``weight_dtype``), outputs preallocated (out=)."""
+    c, op, compact = case, case.shape.op, {"weight_dtype": weight_dtype} if weight_dtype else {}
     name = {"gru_cell": "GRUCell", "augru_sequence": "AUGRUSequence"}.get(op, "GRUSequence")
     if not hasattr(fastgru, name):
         raise Unavailable(f"this fastgru has no prepared op fastgru.{name}")
     if op == "gru_cell":
-        cell = fastgru.GRUCell(c.W[0], c.R[0], c.B[0], linear_before_reset=c.shape.lbr)
+        cell = fastgru.GRUCell(c.W[0], c.R[0], c.B[0], linear_before_reset=c.shape.lbr, **compact)
         x, h0 = c.X[:, 0], c.H0[:, 0]
         out = np.empty_like(h0)
         return (lambda: cell(x, h0, out=out)), (lambda: cell(x, h0))
     if op == "augru_sequence":
-        augru = fastgru.AUGRUSequence(c.W, c.R, c.B)
+        augru = fastgru.AUGRUSequence(c.W, c.R, c.B, **compact)
         out = (np.empty((c.shape.batch, 1, c.shape.seq, c.shape.hidden), np.float32), np.empty_like(c.H0))
         return (lambda: augru(c.X, c.H0, c.lengths, c.A, out=out)), (lambda: augru(c.X, c.H0, c.lengths, c.A))
-    seq = fastgru.GRUSequence(c.W, c.R, c.B, **c.attrs)
+    seq = fastgru.GRUSequence(c.W, c.R, c.B, **c.attrs, **compact)
     d = c.shape.directions
     out = (np.empty((c.shape.batch, d, c.shape.seq, c.shape.hidden), np.float32), np.empty_like(c.H0))
     return (lambda: seq(c.X, c.H0, c.lengths, out=out)), (lambda: seq(c.X, c.H0, c.lengths))
