@@ -345,21 +345,16 @@ class _Int8Products:
     goes in float32, into the tile's accumulators."""
 
     def __init__(self, tile):
-        """Emits the numbers of pairs and quads (lshrs); declares ``llvm.rint`` on MR float32 and on 4,
-        and the byte dot product (``llvm.x86.avx512.vpdpbusd.512``: the vectors are 16 int32)."""
+        """Emits the numbers of pairs and quads (lshrs); declares ``llvm.rint`` on MR float32 and the
+        byte dot product (``llvm.x86.avx512.vpdpbusd.512``: the vectors are 16 int32)."""
         self.tile, builder, width = tile, tile.builder, tile.width
         i32, i8 = ir.IntType(32), ir.IntType(8)
         self.rows_f, self.rows_i = ir.VectorType(tile.scalar, tile.MR), ir.VectorType(i32, tile.MR)
         self.words, self.shorts = ir.VectorType(i32, width), ir.VectorType(ir.IntType(16), 2 * width)
         self.wide, self.pair_bytes = ir.VectorType(i32, 2 * width), ir.VectorType(i8, 2 * width)
-        self.quad_bytes, self.row_bytes = ir.VectorType(i8, 4 * width), ir.VectorType(i8, width)
-        self.four_f, self.four_i = ir.VectorType(tile.scalar, 4), ir.VectorType(i32, 4)
         module = builder.module
         self.rint = cgutils.get_or_insert_function(
             module, ir.FunctionType(self.rows_f, [self.rows_f]), f"llvm.rint.v{tile.MR}f32"
-        )
-        self.rint4 = cgutils.get_or_insert_function(
-            module, ir.FunctionType(self.four_f, [self.four_f]), "llvm.rint.v4f32"
         )
         self.dot = cgutils.get_or_insert_function(
             module, ir.FunctionType(self.words, [self.words] * 3), "llvm.x86.avx512.vpdpbusd.512"
@@ -490,7 +485,7 @@ class _Int8Products:
     def integer_products(self, masked):
         """Emits the integer products, INT8_PAIRS_PER_SUM pairs at a time: a loop over the blocks whose
         body sets the int32 sums to zero, takes the block's quads (``one_row_quads`` for a one-row
-        tile, else ``quad_products`` each), then the pair after the quads in the last block where
+        tile, else ``quads_in_passes``), then the pair after the quads in the last block where
         the pairs are odd, and adds the sums to C, each times its row's step and its column's scale
         (``add_scaled``): no float32 sums live in the loop."""
         tile, builder = self.tile, self.tile.builder
@@ -507,8 +502,7 @@ class _Int8Products:
             if tile.MR == 1:
                 self.one_row_quads(block.index, q0, count, masked)
             else:
-                with cgutils.for_range(builder, count) as loop:
-                    self.quad_products(builder.add(q0, loop.index), masked)
+                self.quads_in_passes(block.index, q0, count, masked)
             last = builder.icmp_signed("==", builder.add(block.index, tile.const(1)), blocks)
             with builder.if_then(builder.and_(last, odd)):
                 k0 = builder.shl(self.quads, tile.const(2))
@@ -526,7 +520,7 @@ class _Int8Products:
             builder.store(ir.Constant(self.words, None), slot)
         with cgutils.for_range(builder, count) as loop:
             k0 = builder.shl(builder.add(q0, loop.index), tile.const(2))
-            high, low = self.a_bytes(k0, masked)
+            high, low = (self.broadcast(part, 0) for part in self.a_bytes(k0, masked))
             weights = self.groups(k0, 4, self.words)
             for slots, a in ((self.high, high), (self.low, low)):
                 for slot, w in zip(slots, weights):
@@ -537,22 +531,67 @@ class _Int8Products:
             builder.store(builder.sub(value, builder.shl(total, fifteen)), slot)
 
     def a_bytes(self, k0, masked):
-        """Emits a one-row tile's A at rows k0..k0 + 3 as two broadcast int32s: quantised (its bits
+        """Emits A's rows k0..k0 + 3 as two int32 per row of the tile (MR each): quantised (its bits
         cleared where ``masked``, as ``quantised``), offset to u = a + 32768 = 256·hi + lo in
-        [1, 65535], and the four hi bytes packed into one int32, the four lo into another."""
-        tile, builder = self.tile, self.tile.builder
-        zeros = ir.Constant(self.four_i, [0] * 4)
-        a4 = builder.load(tile.vector_at(tile.a_ptr, builder.add(tile.a_off, k0), self.four_f), align=tile.align)
+        [1, 65535], and a row's four hi bytes packed into one int32, its four lo into another (a
+        truncation and a shufflevector that puts a row's bytes side by side)."""
+        tile, builder, mr = self.tile, self.tile.builder, self.tile.MR
+        n, i32 = 4 * mr, ir.IntType(32)
+        floats, ints, bytes_ = ir.VectorType(tile.scalar, n), ir.VectorType(i32, n), ir.VectorType(ir.IntType(8), n)
+        rows = ir.Constant(ir.VectorType(i32, n), [j % mr for j in range(n)])  # lane j is row j mod MR
+        a = builder.load(tile.vector_at(tile.a_ptr, builder.add(tile.a_off, builder.mul(k0, tile.const(mr))), floats))
         if masked:
-            keep = builder.shuffle_vector(self.keep, ir.Constant(self.rows_i, ir.Undefined), zeros)
-            a4 = builder.bitcast(builder.and_(builder.bitcast(a4, self.four_i), keep), self.four_f)
-        inverse = builder.shuffle_vector(self.inverse, ir.Constant(self.rows_f, ir.Undefined), zeros)
-        q = builder.fptosi(builder.call(self.rint4, [builder.fmul(a4, inverse)]), self.four_i)
-        u = builder.add(q, ir.Constant(self.four_i, [32768] * 4))
-        four_bytes, i32 = ir.VectorType(ir.IntType(8), 4), ir.IntType(32)
-        low = builder.bitcast(builder.trunc(u, four_bytes), i32)
-        high = builder.bitcast(builder.trunc(builder.lshr(u, ir.Constant(self.four_i, [8] * 4)), four_bytes), i32)
-        return tile.splat(high, self.words), tile.splat(low, self.words)
+            keep = builder.shuffle_vector(self.keep, ir.Constant(self.rows_i, ir.Undefined), rows)
+            a = builder.bitcast(builder.and_(builder.bitcast(a, ints), keep), floats)
+        inverse = builder.shuffle_vector(self.inverse, ir.Constant(self.rows_f, ir.Undefined), rows)
+        rint = cgutils.get_or_insert_function(builder.module, ir.FunctionType(floats, [floats]), f"llvm.rint.v{n}f32")
+        u = builder.add(
+            builder.fptosi(builder.call(rint, [builder.fmul(a, inverse)]), ints), ir.Constant(ints, [32768] * n)
+        )
+        side_by_side = ir.Constant(ir.VectorType(i32, n), [k * mr + r for r in range(mr) for k in range(4)])
+        low, high = builder.trunc(u, bytes_), builder.trunc(builder.lshr(u, ir.Constant(ints, [8] * n)), bytes_)
+        return tuple(
+            builder.bitcast(builder.shuffle_vector(part, ir.Constant(bytes_, ir.Undefined), side_by_side), self.rows_i)
+            for part in (high, low)
+        )
+
+    def broadcast(self, rows, r):
+        """Emits row r's int32 of ``rows`` (MR int32) broadcast to a vector of int32."""
+        return self.tile.splat(self.tile.builder.extract_element(rows, self.tile.lane(r)), self.words)
+
+    def quads_in_passes(self, block, q0, count, masked):
+        """Emits the quads of a block of a tile of several rows into its sums, four rows per byte dot
+        product, in two passes over the block's weights (hi, then lo: the sums of both at once would
+        need twice the registers): A's bytes of the block's quads first (``a_bytes``, into two
+        arrays on the stack); then, per pass, a loop over the quads whose body loads the panels'
+        vectors of the quad and, per row of the tile, its int32 broadcast and a VPDPBUSD into each
+        of the row's sums; the sums times 256 between the passes, and less 32768·(the block's
+        column sums) after them: Σ a·w in int32, exact, as ``one_row_quads``."""
+        tile, builder, mr = self.tile, self.tile.builder, self.tile.MR
+        halves = [cgutils.alloca_once(builder, self.rows_i, size=INT8_PAIRS_PER_SUM // 2) for _ in (0, 1)]
+        with cgutils.for_range(builder, count) as loop:
+            for array, part in zip(
+                halves, self.a_bytes(builder.shl(builder.add(q0, loop.index), tile.const(2)), masked)
+            ):
+                builder.store(part, builder.gep(array, [loop.index]))
+        eight = ir.Constant(self.words, [8] * tile.width)
+        for array in halves:
+            with cgutils.for_range(builder, count) as loop:
+                weights = self.groups(builder.shl(builder.add(q0, loop.index), tile.const(2)), 4, self.words)
+                rows = builder.load(builder.gep(array, [loop.index]))
+                for r in range(mr):
+                    a = self.broadcast(rows, r)
+                    for slot, w in zip(self.sums[r], weights):
+                        builder.store(builder.call(self.dot, [builder.load(slot), a, w]), slot)
+            if array is halves[0]:
+                for row in self.sums:
+                    for slot in row:
+                        builder.store(builder.shl(builder.load(slot), eight), slot)
+        fifteen = ir.Constant(self.words, [15] * tile.width)
+        totals = [builder.shl(total, fifteen) for total in self.column_sums(block)]
+        for row in self.sums:
+            for slot, total in zip(row, totals):
+                builder.store(builder.sub(builder.load(slot), total), slot)
 
     def column_sums(self, block):
         """Emits the loads of the panels' int32 column sums of ``block``, after their scales at their
@@ -575,15 +614,6 @@ class _Int8Products:
             for q in range(tile.NP)
             for v in range(tile.NV)
         ]
-
-    def quad_products(self, u, masked):
-        """Emits the products of quad u of a tile of several rows: its two pairs of rows, each taken out
-        of the quad's vectors (``every``) and multiplied as ``pair_products``."""
-        k0 = self.tile.builder.shl(u, self.tile.const(2))
-        quads = self.groups(k0, 4)
-        for half in (0, 1):
-            pairs = [self.every(quad, 4, (2 * half, 2 * half + 1)) for quad in quads]
-            self.pair_products(self.tile.builder.add(k0, self.tile.const(2 * half)), pairs, masked)
 
     def pair_products(self, k0, pairs, masked):
         """Emits the products of the pair of rows (k0, k0 + 1) into the int32 sums, from ``pairs`` (its
