@@ -126,10 +126,10 @@ def tile_fma(typingctx, c, a, b, at, mr, np_, nv):
 
     Where ``INT8_VNNI``, int8 weights multiply A quantised per row to 16 bits: A[k, r] ≈ s_r·a_kr with s_r = max_k
     |A[k, r]| / 32767 and a_kr = round(A[k, r] / s_r) (|error| <= s_r/2 and a float32 rounding), over
-    the pairs of rows (k < 2·(k_len // 2)), in exact integer sums: a one-row tile takes four rows per
-    byte dot product (VPDPBUSD, ``_Int8Products``), other tiles two per multiply-add of pairs
-    (VPMADDWD). The int32 sums of 128 pairs of rows (at most 2**30.1) go to float32, times s_r, into
-    C: the same integers whatever the instructions, so the same bits. A row of A with an infinite or
+    the pairs of rows (k < 2·(k_len // 2)), in exact integer sums: four rows per byte dot product
+    (VPDPBUSD, ``_Int8Products``), a pair left after the quads by a multiply-add of pairs (VPMADDWD).
+    The int32 sums of 128 pairs of rows (at most 2**30.1) go to float32, times s_r, into C: the same
+    integers whatever the instructions or the tile, so the same bits. A row of A with an infinite or
     NaN element is multiplied in float32 instead, and a last odd row: each row's result depends on
     that row alone, whatever the tile.
     """
@@ -342,7 +342,14 @@ class _Int8Products:
     """The code generator of a tile's integer products of int8 weights (``INT8_VNNI``) over the pairs of
     rows k < 2·(k_len // 2), laid out as ``int8_panels`` says: quads of rows, then a pair when the
     pairs are odd. A is quantised per row to int16, into C scaled; a row with a non-finite element
-    goes in float32, into the tile's accumulators."""
+    goes in float32, into the tile's accumulators.
+
+    VPDPBUSD adds to each int32 lane the four products of unsigned bytes (A's) by signed bytes (a
+    column's four weights of a quad). A's 16-bit a is therefore offset, u = a + 32768 = 256·hi + lo
+    with hi and lo bytes, and Σ a·w = 256·Σ hi·w + Σ lo·w - 32768·Σ w, the last sum read from the
+    panel's head (``int8_panels``). A one-row tile keeps the hi and lo sums apart in one pass
+    (``one_row_quads``); a tile of several rows would need twice its registers for that, and takes
+    two passes over each block's weights instead (``quads_in_passes``)."""
 
     def __init__(self, tile):
         """Emits the numbers of pairs and quads (lshrs); declares ``llvm.rint`` on MR float32 and the
