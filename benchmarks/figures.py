@@ -1266,3 +1266,15 @@ figure(
     "0.80",
     "0.92",
 )
+
+# ------------------------------------------------------------------------------ int8 by byte dot products (issue 42)
+INT8_AB = AB_Z4 + "int8_byte_dots_ab.md"
+WEIGHTS_Z4, WEIGHTS_Z4_BEFORE = Z4 + "weight_dtypes_results.md", AB_Z4 + "weight_dtypes_results_before_byte_dots.md"
+figure(CHANGELOG, "0.81-0.93x their earlier time at one row and 0.83x at batch 64", INT8_AB, "0.81", "0.93", "0.83")
+figure(
+    CHANGELOG, "batch 1, i256 h512: 863.6 µs, 0.40x float32, against 1,845.9 µs", WEIGHTS_Z4, "863.6", "0.40", "1,845.9"
+)
+figure(
+    PERF_Z4, "a call took 863.6 µs, 0.40x float32's time, against 1,845.9 µs", WEIGHTS_Z4, "863.6", "0.40", "1,845.9"
+)
+figure(PERF_Z4, "gave 1,056.5 µs (0.47x) against torch's 1,833.2 µs", WEIGHTS_Z4_BEFORE, "1,056.5", "0.47", "1,833.2")
