@@ -14,7 +14,10 @@ Each round times every (case, implementation) in turn, interleaved, for about ``
 a round's figure is the median per call, the result the median over the rounds. ``--breakdown``
 also times the parts of the fastgru model (the torch layers around the GRU, the GRU module, its
 prepared ops called directly with the module's thread count and with every thread, the custom
-op's dispatch) to show where the time goes.
+op's dispatch) to show where the time goes. ``--threads`` times a streamed frame and the batch-1
+sequence under the thread settings of ``THREAD_CHOICES`` (torch's intra-op threads at 2 or 1,
+fastgru's rule for a single row or ``fastgru.torch.set_num_threads(2)``); OMP_WAIT_POLICY and GOMP_SPINCOUNT are read
+by libgomp when torch loads, so their effect takes a run of its own with the variable set.
 """
 
 import argparse
@@ -159,6 +162,43 @@ def breakdown(fast, rng, rounds, seconds):
     return {f"{case} | {part}": round(value * 1e6, 1) for (case, part), value in times.items()}
 
 
+#: The thread settings ``--threads`` compares: (``torch.set_num_threads``, ``fastgru.torch.set_num_threads``
+#: during the call: None keeps fastgru's rule, 2 gives the GRUs fastgru's two threads, the partner included).
+THREAD_CHOICES = {
+    "torch's threads 2, fastgru's rule": (2, None),
+    "torch's threads 1, fastgru's rule": (1, None),
+    "torch's threads 2, fastgru.torch.set_num_threads(2)": (2, 2),
+    "torch's threads 1, fastgru.torch.set_num_threads(2)": (1, 2),
+}
+
+
+def thread_choices(reference, fast, rng, rounds, seconds, cases=("stream-b1", "b1-t100")):
+    """Per case, torch's model and the fastgru model under each of THREAD_CHOICES (µs), interleaved.
+    Both settings are made around every call of every row, torch's included, so that each row pays
+    them alike."""
+
+    def under(run, threads, fastgru_threads):
+        def call():
+            torch.set_num_threads(threads)
+            fastgru_torch.set_num_threads(fastgru_threads)
+            try:
+                return run()
+            finally:
+                fastgru_torch.set_num_threads(None)
+                torch.set_num_threads(2)
+
+        return call
+
+    runs = {}
+    for case in cases:
+        runs[(case, "torch, torch's threads 2")] = under(make_run(reference, case, rng), 2, None)
+        runs[(case, "torch, torch's threads 1")] = under(make_run(reference, case, rng), 1, None)
+        for name, (threads, fastgru_threads) in THREAD_CHOICES.items():
+            runs[(case, f"fastgru, {name}")] = under(make_run(fast, case, rng), threads, fastgru_threads)
+    times = interleaved(runs, rounds, seconds)
+    return {f"{case} | {name}": round(value * 1e6, 1) for (case, name), value in times.items()}
+
+
 def machine():
     return {
         "cpu": _cpu_model(),
@@ -193,6 +233,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.3, help="per (case, implementation) and round")
     parser.add_argument("--breakdown", action="store_true", help="also time the parts of the fastgru model")
+    parser.add_argument("--threads", action="store_true", help="also time the thread settings of THREAD_CHOICES")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -208,6 +249,7 @@ def main():
             runs[(case, "fastgru")] = make_run(fast, case, rng)
         times = interleaved(runs, args.rounds, args.seconds)
         parts = breakdown(fast, rng, args.rounds, args.seconds) if args.breakdown else {}
+        threads = thread_choices(reference, fast, rng, args.rounds, args.seconds) if args.threads else {}
     info = machine()
     print(f"float32; medians of {args.rounds} interleaved rounds; {info}")
     print(f"largest |fastgru - torch| over the cases' outputs: {deviation:.2g}\n")
@@ -223,9 +265,14 @@ def main():
         print("\nWhere the fastgru model's time goes (µs per call):")
         for name, value in parts.items():
             print(f"  {name:<70} {value:>10,.1f}")
+    if threads:
+        print("\nThread settings (µs per call; torch.set_num_threads around every call of every row):")
+        for name, value in threads.items():
+            print(f"  {name:<70} {value:>10,.1f}")
     if args.json:
+        record = {"machine": info, "deviation": deviation, "results": results, "breakdown": parts, "threads": threads}
         with open(args.json, "w") as f:
-            json.dump({"machine": info, "deviation": deviation, "results": results, "breakdown": parts}, f, indent=1)
+            json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":

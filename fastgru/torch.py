@@ -45,7 +45,7 @@ from ._stack import GRUStack
 from ._threading import request, requested
 from ._validate import fits, record
 
-__all__ = ["GRU", "GRUCell", "optimize"]
+__all__ = ["GRU", "GRUCell", "get_num_threads", "optimize", "set_num_threads"]
 
 _F16, _BF16, _F32, _F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 #: The cores this process may run on: a single row shares its work with fastgru's partner thread
@@ -68,6 +68,42 @@ def _omp_spins_briefly(environ):
 
 
 _OMP_SPINS_BRIEFLY = _omp_spins_briefly(os.environ)
+#: fastgru's threads for the modules' GRUs (``set_num_threads``); None: torch's rule (_with_torch_threads).
+_THREADS = None
+
+
+def set_num_threads(n: Optional[int]) -> None:
+    """Run the GRUs of fastgru's modules on ``n`` threads, whatever ``torch.get_num_threads()`` says
+    (still at most the calling thread's ``fastgru.get_num_threads()``); ``None`` restores the
+    default: at most torch's intra-op threads, and a single row on the calling thread alone while
+    torch's threads hold every core (:class:`GRU`, "Threads").
+
+    For a model whose torch layers are small beside its GRUs, called one frame at a time on few
+    cores: ``torch.set_num_threads(1)`` keeps torch's OpenMP threads from spinning on the other
+    cores, and ``fastgru.torch.set_num_threads(2)`` gives a single row fastgru's partner thread on
+    one of them (docs/guide/pytorch.md, "Deployment"). With torch's threads still on every core,
+    the two collide and a frame runs slower than by default. A process-wide setting, as torch's.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` is not None or an integer.
+    ValueError
+        If ``n`` is below 1.
+    """
+    global _THREADS
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer))):
+        raise TypeError(f"fastgru.torch.set_num_threads: n must be None or an integer, not {type(n).__name__}")
+    if n is not None and n < 1:
+        raise ValueError(f"fastgru.torch.set_num_threads: n must be at least 1 (or None for torch's rule); got {n}")
+    _THREADS = None if n is None else int(n)
+
+
+def get_num_threads() -> Optional[int]:
+    """The count that :func:`set_num_threads` set, or None (the default: torch's rule)."""
+    return _THREADS
+
+
 #: Parameter dtypes the modules compute with fastgru: float32 and float64 in their own precision,
 #: float16 and bfloat16 in float32 (results rounded once, to the input's dtype).
 _DTYPES = (_F32, _F64, _F16, _BF16)
@@ -309,11 +345,13 @@ def _with_torch_threads(rows, steps, fn, *args):
     every other core, the two collide, and a row runs faster alone; when they sleep soon, a
     sequence gains from the partner, a single step does not (benchmarks/torch_model.py and
     docs/guide/pytorch.md have the measurements). Rows of a batch, whose threads do not meet
-    within a call, keep their threads.
+    within a call, keep their threads. ``set_num_threads`` replaces this rule by its count.
     """
-    n = torch.get_num_threads()
-    if rows == 1 and n >= _CORES and not (_OMP_SPINS_BRIEFLY and steps > 1):
-        n = 1
+    n = _THREADS
+    if n is None:
+        n = torch.get_num_threads()
+        if rows == 1 and n >= _CORES and not (_OMP_SPINS_BRIEFLY and steps > 1):
+            n = 1
     before = requested()
     if n >= before:
         return fn(*args)
@@ -476,7 +514,8 @@ class GRU(_Repacked, torch.nn.RNNBase):
     calling thread's ``fastgru.get_num_threads()``; a single row (batch 1, one direction) on the
     calling thread alone, without fastgru's partner thread, unless torch's threads leave a core
     free: torch's OpenMP threads and the partner spin after their work and would take each
-    other's cores. Results do not depend on the thread count, nor on which rows share a batch.
+    other's cores. :func:`set_num_threads` sets the count instead. Results do not depend on the
+    thread count, nor on which rows share a batch.
 
     Examples
     --------

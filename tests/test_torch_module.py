@@ -747,6 +747,50 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
     assert fastgru.get_num_threads() == before
 
 
+def test_set_num_threads_replaces_torchs_rule(monkeypatch):
+    """fastgru.torch.set_num_threads(n): the GRUs take n threads whatever torch's count (still at most
+    the calling thread's fastgru count), a single row included; None restores the rule."""
+    seen = []
+    run_layers = fastgru_torch.run_layers
+
+    def counted(*args):
+        seen.append(fastgru.get_num_threads())
+        return run_layers(*args)
+
+    monkeypatch.setattr(fastgru_torch, "run_layers", counted)
+    gru = fastgru.torch.GRU(I, H).eval()
+    x = torch.zeros(S, N, I)
+    before_torch, before = torch.get_num_threads(), fastgru.get_num_threads()
+    assert fastgru.torch.get_num_threads() is None
+    try:
+        with torch.no_grad():
+            torch.set_num_threads(1)
+            monkeypatch.setattr(fastgru_torch, "_CORES", before_torch)
+            fastgru.torch.set_num_threads(2)
+            assert fastgru.torch.get_num_threads() == 2
+            gru(x[:, :1])  # one row, torch on one thread: fastgru's count, not torch's
+            gru(x)
+            with fastgru.threads(1):
+                gru(x)  # the calling thread's own count still caps it
+            fastgru.torch.set_num_threads(None)
+            gru(x[:, :1])  # torch's rule again: torch's one thread
+    finally:
+        fastgru.torch.set_num_threads(None)
+        torch.set_num_threads(before_torch)
+    two = min(2, before)
+    assert seen == [two, two, 1, 1]
+    assert fastgru.get_num_threads() == before
+
+
+@pytest.mark.parametrize(
+    "n, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError), ("2", TypeError), (True, TypeError)]
+)
+def test_set_num_threads_refuses_what_is_not_a_count(n, error):
+    with pytest.raises(error, match="fastgru.torch.set_num_threads: n must be"):
+        fastgru.torch.set_num_threads(n)
+    assert fastgru.torch.get_num_threads() is None
+
+
 @pytest.mark.parametrize(
     "environ, briefly",
     [
