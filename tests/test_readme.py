@@ -117,7 +117,7 @@ def test_the_blocks_are_found_with_their_packages():
     for block in BLOCKS:
         by_doc.setdefault(block.doc, []).append(block)
     assert [b.optional for b in by_doc["docs/guide/models.md"]] == [[], [], [], ["onnx", "onnxruntime"], ["openvino"]]
-    assert [b.optional for b in by_doc["docs/guide/pytorch.md"]] == [["torch"]]
+    assert [b.optional for b in by_doc["docs/guide/pytorch.md"]] == [["torch"], ["torch"]]
     assert [b.optional for b in by_doc["docs/guide/compact-weights.md"]] == [[], ["torch"]]
     assert [b.fragment for b in by_doc["docs/contributing.md"]] == [True]
     assert len(by_doc["README.md"]) == 1 and not by_doc["README.md"][0].optional
