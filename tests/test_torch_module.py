@@ -710,7 +710,9 @@ def test_custom_ops_directly():
 # --------------------------------------------------------------------------------------- threads
 
 
-def test_torch_thread_count_caps_fastgru(monkeypatch):
+@pytest.fixture
+def thread_counts(monkeypatch):
+    """The fastgru thread count of each GRU call's run_layers, in order."""
     seen = []
     run_layers = fastgru_torch.run_layers
 
@@ -719,6 +721,11 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
         return run_layers(*args)
 
     monkeypatch.setattr(fastgru_torch, "run_layers", counted)
+    return seen
+
+
+def test_torch_thread_count_caps_fastgru(monkeypatch, thread_counts):
+    seen = thread_counts
     gru = fastgru.torch.GRU(I, H).eval()
     x = torch.zeros(S, N, I)
     before_torch, before = torch.get_num_threads(), fastgru.get_num_threads()
@@ -747,17 +754,10 @@ def test_torch_thread_count_caps_fastgru(monkeypatch):
     assert fastgru.get_num_threads() == before
 
 
-def test_set_num_threads_replaces_torchs_rule(monkeypatch):
+def test_set_num_threads_replaces_torchs_rule(monkeypatch, thread_counts):
     """fastgru.torch.set_num_threads(n): the GRUs take n threads whatever torch's count (still at most
     the calling thread's fastgru count), a single row included; None restores the rule."""
-    seen = []
-    run_layers = fastgru_torch.run_layers
-
-    def counted(*args):
-        seen.append(fastgru.get_num_threads())
-        return run_layers(*args)
-
-    monkeypatch.setattr(fastgru_torch, "run_layers", counted)
+    seen = thread_counts
     gru = fastgru.torch.GRU(I, H).eval()
     x = torch.zeros(S, N, I)
     before_torch, before = torch.get_num_threads(), fastgru.get_num_threads()
