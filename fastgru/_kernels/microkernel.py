@@ -482,11 +482,11 @@ class _Int8Products:
         tile = self.tile
         return [self.group_bytes(k0, q, v, group, vector) for q in range(tile.NP) for v in range(tile.NV)]
 
-    def every(self, vector, group, picks):
-        """Emits the bytes ``picks`` of each group of ``group`` bytes of ``vector``, column by column (a
-        shufflevector)."""
-        mask = [group * c + j for c in range(self.tile.width) for j in picks]
-        mask = ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask)
+    def row_of(self, vector, group, j):
+        """Emits row j of a vector of a group of ``group`` rows (``group_bytes``): its byte j of each
+        column (a shufflevector)."""
+        width = self.tile.width
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), width), [group * c + j for c in range(width)])
         return self.tile.builder.shuffle_vector(vector, vector, mask)
 
     def integer_products(self, masked):
@@ -546,7 +546,8 @@ class _Int8Products:
         n, i32 = 4 * mr, ir.IntType(32)
         floats, ints, bytes_ = ir.VectorType(tile.scalar, n), ir.VectorType(i32, n), ir.VectorType(ir.IntType(8), n)
         rows = ir.Constant(ir.VectorType(i32, n), [j % mr for j in range(n)])  # lane j is row j mod MR
-        a = builder.load(tile.vector_at(tile.a_ptr, builder.add(tile.a_off, builder.mul(k0, tile.const(mr))), floats))
+        at = builder.add(tile.a_off, builder.mul(k0, tile.const(mr)))
+        a = builder.load(tile.vector_at(tile.a_ptr, at, floats), align=tile.align)
         if masked:
             keep = builder.shuffle_vector(self.keep, ir.Constant(self.rows_i, ir.Undefined), rows)
             a = builder.bitcast(builder.and_(builder.bitcast(a, ints), keep), floats)
@@ -658,14 +659,14 @@ class _Int8Products:
 
     def float_rows(self, k0, group):
         """Emits the rows k0..k0 + group - 1 of the non-finite rows of A in float32: each vector of the
-        group split into its rows (``every``, widened by sitofp), then per row of k A's elements of
+        group split into its rows (``row_of``, widened by sitofp), then per row of k A's elements of
         the tile's rows that are not finite (a select: zeros in the finite rows), broadcast and
         accumulated (``accumulate``)."""
         tile, builder = self.tile, self.tile.builder
         vectors = self.groups(k0, group)
         zeros_f = ir.Constant(self.rows_f, None)
         for j in range(group):
-            b_vecs = [builder.sitofp(self.every(vector, group, (j,)), tile.vec) for vector in vectors]
+            b_vecs = [builder.sitofp(self.row_of(vector, group, j), tile.vec) for vector in vectors]
             a_k = builder.select(self.finite, zeros_f, self.a_rows(builder.add(k0, tile.const(j))))
             for r in range(tile.MR):
                 a_vec = tile.splat(builder.extract_element(a_k, tile.lane(r)), tile.vec)
