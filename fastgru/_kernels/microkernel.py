@@ -17,9 +17,9 @@ import numpy as np
 from llvmlite import ir
 from numba import config, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
-from .._config import kernel
+from .._config import JIT_OPTIONS
 from .._isa import GEOMETRY, INT8_VNNI
 
 #: Bytes of one vector register of this process's geometry.
@@ -52,7 +52,7 @@ INT8_PAIRS_PER_SUM = 128
 SUM_BYTES = 4
 
 
-@kernel(inline=True)
+@register_jitable(**JIT_OPTIONS)  # plain Python when packing, inlined into the kernels
 def int8_head(k_len):
     """Bytes per column at the head of an int8 panel of k_len rows: the column's float32 scale, then,
     where ``INT8_VNNI``, its int32 sum of weights over each block of INT8_PAIRS_PER_SUM pairs (the
@@ -355,10 +355,10 @@ class _Int8Products:
         """Emits the numbers of pairs and quads (lshrs); declares ``llvm.rint`` on MR float32 and the
         byte dot product (``llvm.x86.avx512.vpdpbusd.512``: the vectors are 16 int32)."""
         self.tile, builder, width = tile, tile.builder, tile.width
-        i32, i8 = ir.IntType(32), ir.IntType(8)
+        i32 = ir.IntType(32)
         self.rows_f, self.rows_i = ir.VectorType(tile.scalar, tile.MR), ir.VectorType(i32, tile.MR)
         self.words, self.shorts = ir.VectorType(i32, width), ir.VectorType(ir.IntType(16), 2 * width)
-        self.wide, self.pair_bytes = ir.VectorType(i32, 2 * width), ir.VectorType(i8, 2 * width)
+        self.wide = ir.VectorType(i32, 2 * width)
         module = builder.module
         self.rint = cgutils.get_or_insert_function(
             module, ir.FunctionType(self.rows_f, [self.rows_f]), f"llvm.rint.v{tile.MR}f32"
@@ -520,8 +520,8 @@ class _Int8Products:
         """Emits the quads of a one-row tile's block into its sums, four rows per byte dot product: the
         high and low sums set to zero; a loop over the quads whose body takes A's four bytes of each
         half (``a_bytes``), broadcast, and per vector of weights (16 columns × 4 rows) two VPDPBUSD;
-        then sum = 256·high + low - 32768·(the block's column sums, at the panel's head), in int32
-        with wrap-around: Σ a·w, exact, as it fits in int32 (a = u - 32768)."""
+        then sum = 256·high + low - ``offsets``, in int32 with wrap-around: Σ a·w, exact, as it fits
+        in int32 (a = u - 32768)."""
         tile, builder = self.tile, self.tile.builder
         for slot in (*self.high, *self.low):
             builder.store(ir.Constant(self.words, None), slot)
@@ -532,10 +532,10 @@ class _Int8Products:
             for slots, a in ((self.high, high), (self.low, low)):
                 for slot, w in zip(slots, weights):
                     builder.store(builder.call(self.dot, [builder.load(slot), a, w]), slot)
-        eight, fifteen = ir.Constant(self.words, [8] * tile.width), ir.Constant(self.words, [15] * tile.width)
-        for slot, high, low, total in zip(self.sums[0], self.high, self.low, self.column_sums(block)):
+        eight = ir.Constant(self.words, [8] * tile.width)
+        for slot, high, low, offset in zip(self.sums[0], self.high, self.low, self.offsets(block)):
             value = builder.add(builder.shl(builder.load(high), eight), builder.load(low))
-            builder.store(builder.sub(value, builder.shl(total, fifteen)), slot)
+            builder.store(builder.sub(value, offset), slot)
 
     def a_bytes(self, k0, masked):
         """Emits A's rows k0..k0 + 3 as two int32 per row of the tile (MR each): quantised (its bits
@@ -573,8 +573,8 @@ class _Int8Products:
         need twice the registers): A's bytes of the block's quads first (``a_bytes``, into two
         arrays on the stack); then, per pass, a loop over the quads whose body loads the panels'
         vectors of the quad and, per row of the tile, its int32 broadcast and a VPDPBUSD into each
-        of the row's sums; the sums times 256 between the passes, and less 32768·(the block's
-        column sums) after them: Σ a·w in int32, exact, as ``one_row_quads``."""
+        of the row's sums; the sums times 256 between the passes, and less ``offsets`` after them:
+        Σ a·w in int32, exact, as ``one_row_quads``."""
         tile, builder, mr = self.tile, self.tile.builder, self.tile.MR
         halves = [cgutils.alloca_once(builder, self.rows_i, size=INT8_PAIRS_PER_SUM // 2) for _ in (0, 1)]
         with cgutils.for_range(builder, count) as loop:
@@ -595,33 +595,26 @@ class _Int8Products:
                 for row in self.sums:
                     for slot in row:
                         builder.store(builder.shl(builder.load(slot), eight), slot)
-        fifteen = ir.Constant(self.words, [15] * tile.width)
-        totals = [builder.shl(total, fifteen) for total in self.column_sums(block)]
+        offsets = self.offsets(block)
         for row in self.sums:
-            for slot, total in zip(row, totals):
-                builder.store(builder.sub(builder.load(slot), total), slot)
+            for slot, offset in zip(row, offsets):
+                builder.store(builder.sub(builder.load(slot), offset), slot)
 
-    def column_sums(self, block):
-        """Emits the loads of the panels' int32 column sums of ``block``, after their scales at their
-        heads: NP·NV vectors, in the order of ``cols``."""
+    def offsets(self, block):
+        """Emits what A's offset adds to the sums of ``block``, 32768·Σ w per column: the panels' int32
+        column sums of the block, after their scales at their heads, each shifted left by 15 (NP·NV
+        vectors, in the order of ``cols``)."""
         tile, builder = self.tile, self.tile.builder
+        fifteen = ir.Constant(self.words, [15] * tile.width)
         nr = tile.NV * tile.width
         start = builder.add(tile.const(SCALE_BYTES * nr), builder.mul(block, tile.const(SUM_BYTES * nr)))
-        return [
-            builder.load(
-                tile.vector_at(
-                    tile.b_ptr,
-                    builder.add(
-                        builder.add(tile.b_off, builder.mul(tile.b_stride, tile.const(q))),
-                        builder.add(start, tile.const(SUM_BYTES * v * tile.width)),
-                    ),
-                    self.words,
-                ),
-                align=1,
-            )
-            for q in range(tile.NP)
-            for v in range(tile.NV)
-        ]
+        offsets = []
+        for q in range(tile.NP):
+            panel = builder.add(builder.add(tile.b_off, builder.mul(tile.b_stride, tile.const(q))), start)
+            for v in range(tile.NV):
+                at = builder.add(panel, tile.const(SUM_BYTES * v * tile.width))
+                offsets.append(builder.shl(builder.load(tile.vector_at(tile.b_ptr, at, self.words), align=1), fifteen))
+        return offsets
 
     def pair_products(self, k0, pairs, masked):
         """Emits the products of the pair of rows (k0, k0 + 1) into the int32 sums, from ``pairs`` (its
