@@ -214,6 +214,8 @@ def machine():
         "isa": fastgru._isa.describe(),
         "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "unset"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "unset"),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "unset"),
+        "date": time.strftime("%Y-%m-%d"),
     }
 
 
