@@ -73,8 +73,8 @@ def _cycles_per_second():
 
 
 class Partner:
-    """The partner thread and its mailbox: ``with partner.lease(wake) as taken:`` around a one-row
-    call, which runs ``run_pair`` with ``partner.mailbox`` when ``taken``, else alone. ``nap``
+    """The partner thread and its mailbox: a one-row call takes it through ``Shared`` and runs
+    ``run_pair`` with ``partner.mailbox`` when it came, else alone. ``nap``
     before other parallel work, so that the partner does not spin on a core it needs.
 
     A sleeping partner takes tens of microseconds to wake, and the wake-up slows the call that
@@ -122,30 +122,20 @@ class Partner:
         self._busy.release()
         return False
 
-    class _Lease:
-        __slots__ = ("partner", "wake", "taken", "burst")
+    def _enter(self, wake):
+        """Whether this one-row call takes the partner (``_acquire``), and whether it began within
+        SPIN_US of the end of the previous one (a burst): ``Shared`` holds both for ``_leave``."""
+        burst = time.perf_counter() - self._last_end < SPIN_US * 1e-6
+        return self.enabled and self._acquire(wake), burst
 
-        def __init__(self, partner, wake):
-            self.partner, self.wake = partner, wake
-
-        def __enter__(self):
-            partner = self.partner
-            self.burst = time.perf_counter() - partner._last_end < SPIN_US * 1e-6
-            self.taken = partner.enabled and partner._acquire(self.wake)
-            return self.taken
-
-        def __exit__(self, *exc):
-            partner = self.partner
-            if self.taken:
-                partner._busy.release()
-            elif partner.enabled and self.burst and requested() > 1:
-                partner.wake()  # a call of a burst ran alone: the partner joins the next ones
-            partner._last_end = time.perf_counter()
-            return False
-
-    def lease(self, wake=False):
-        """``with partner.lease(wake) as taken:`` the partner for one one-row call (see the class)."""
-        return Partner._Lease(self, wake)
+    def _leave(self, taken, burst):
+        """After a one-row call: give the partner back, or, when a call of a burst ran alone, wake it
+        for the next ones; the call's end is the next call's reference."""
+        if taken:
+            self._busy.release()
+        elif self.enabled and burst and requested() > 1:
+            self.wake()  # a call of a burst ran alone: the partner joins the next ones
+        self._last_end = time.perf_counter()
 
     def wake(self):
         """Start the partner thread, or wake it if it sleeps (it then spins for SPIN_US)."""
@@ -210,23 +200,24 @@ class Partner:
 
 class Shared:
     """``partner`` and a second thread of the budget for one one-row call, both taken when made (one
-    call of ``_threading``, then the partner's lease): ``mailbox`` is the partner's when both came,
-    else ``alone`` (None: the call runs on its own thread; a mailbox that nobody serves: the calling
+    call of ``_threading``, then the partner): ``mailbox`` is the partner's when both came, else
+    ``alone`` (None: the call runs on its own thread; a mailbox that nobody serves: the calling
     thread runs the partner's part too), and nothing of the budget is held then. ``release()`` gives
     them back after the call. ``wake``: the call is long enough to wake a sleeping partner (see
     ``Partner``). Not a context manager: entering one would be a second call of this module on the
     call's way to the kernels."""
 
-    __slots__ = ("budget", "lease", "mailbox", "count")
+    __slots__ = ("budget", "partner", "taken", "burst", "mailbox", "count")
 
     def __init__(self, partner, wake, alone):
         budget = taken(2)
         #: The calling thread's count of threads: 1, and the call has no second thread.
         self.count = budget.count
-        self.budget, self.lease, self.mailbox = budget, None, alone
+        self.budget, self.partner, self.mailbox = budget, None, alone
         if budget.granted > 1:
-            self.lease = lease = partner.lease(wake)
-            if lease.__enter__():
+            self.partner = partner
+            self.taken, self.burst = partner._enter(wake)
+            if self.taken:
                 self.mailbox = partner.mailbox
                 return
         budget.__exit__()  # alone: nothing of the budget held
@@ -234,12 +225,12 @@ class Shared:
 
     def release(self):
         """Give back the budget's thread, then the partner (once: a second call does nothing)."""
-        budget, lease = self.budget, self.lease
-        self.budget = self.lease = None
+        budget, partner = self.budget, self.partner
+        self.budget = self.partner = None
         if budget is not None:
             budget.__exit__()
-        if lease is not None:
-            lease.__exit__()
+        if partner is not None:
+            partner._leave(self.taken, self.burst)
 
 
 PARTNER = Partner()
