@@ -79,6 +79,11 @@ class _Gates:
         self.linear_before_reset = linear_before_reset
 
 
+#: The matrix product of the gates: NumPy's. tests/test_tiles.py replaces it to carry another
+#: product's rounding (the matrix tiles') through the gate equations.
+_product = np.matmul
+
+
 def _step(x, H, W, R, B, gates, a=None):
     """H' from one row's x (I,) and H (Hs,); W (3Hs, I), R (3Hs, Hs) and B (3Hs,) or (4Hs,)
     in gate order z, r, h; ``gates`` the attributes' _Gates; ``a`` the AUGRU attention score of
@@ -88,14 +93,14 @@ def _step(x, H, W, R, B, gates, a=None):
     Wz, Wr, Wh = W[0:n], W[n : 2 * n], W[2 * n : 3 * n]
     Rz, Rr, Rh = R[0:n], R[n : 2 * n], R[2 * n : 3 * n]
     Bz, Br = B[0:n], B[n : 2 * n]
-    z = f(clip(x @ Wz.T + H @ Rz.T + Bz))
-    r = f(clip(x @ Wr.T + H @ Rr.T + Br))
+    z = f(clip(_product(x, Wz.T) + _product(H, Rz.T) + Bz))
+    r = f(clip(_product(x, Wr.T) + _product(H, Rr.T) + Br))
     if linear_before_reset:
         Wbh, Rbh = B[2 * n : 3 * n], B[3 * n : 4 * n]
-        h = g(clip(x @ Wh.T + r * (H @ Rh.T + Rbh) + Wbh))
+        h = g(clip(_product(x, Wh.T) + r * (_product(H, Rh.T) + Rbh) + Wbh))
     else:
         Bh = B[2 * n : 3 * n]
-        h = g(clip(x @ Wh.T + (r * H) @ Rh.T + Bh))
+        h = g(clip(_product(x, Wh.T) + _product(r * H, Rh.T) + Bh))
     if a is not None:
         z = (1 - a) * z  # AUGRU: after f, not clamped to [0, 1]
     return (1 - z) * h + z * H

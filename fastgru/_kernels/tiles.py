@@ -1,0 +1,171 @@
+"""Matrix tiles (Intel AMX) in plain Numba: the twins of the tile products.
+
+On a CPU with AMX one instruction multiplies a tile of A (at most 16 rows of 64 bytes) by a tile
+of B (at most 16 rows of 64 bytes) into a tile of C (at most 16 rows of 16 float32). This module
+computes what TDPBF16PS computes, element by element, and runs the tile schedule of a product
+with it: the weights packed once into B's layout (``pack``), A split into two bfloat16 terms
+(``split``), and the loops over the tiles of M, N and K with their tails (``product``). It is the
+specification of native tile kernels, which must equal it bit for bit, and it tests the schedule
+on every CPU. It is slow (scalar code): nothing in a call's road runs it.
+
+TDPBF16PS, as Intel's manual describes it: each 32-bit element of A's and B's tiles holds a pair
+of bfloat16 (the even element of K in the low half); C[m, n] receives, for each pair p of K in
+turn, c = c + A[m, p].even·B[p, n].even, then c = c + A[m, p].odd·B[p, n].odd, each rounded once
+to float32, to nearest even ("round to nearest even is used when doing each accumulation of the
+FMA"). Denormal inputs count as zero and denormal results become zero: the bfloat16 operands, C's
+incoming value (read as an input) and each accumulation's result. The product of two bfloat16 (8
+significant bits each) is exact in float64, and the sum of a float32 and such a product, rounded
+to float64 and then to float32, is the sum rounded once to float32 (float64 has more than twice
+float32's bits): ``accumulate`` computes it so, in compiled code and in Python alike.
+
+The products:
+- bfloat16 weights W' (two passes): A = hi + lo (``split``: about 16 of A's bits); for each tile
+  of K, C += hi·W', then C += lo·W'.
+- float32 weights (the three-pass mode): W = Whi + Wlo as A is split; for each tile of K,
+  C += hi·Whi, then hi·Wlo, then lo·Whi (lo·Wlo, below 2⁻¹⁶ of the product, is left out).
+"""
+
+import numpy as np
+
+from .._config import kernel
+from .activations import bits_float, float_bits
+
+#: Rows of a tile (of A and C; of B: pairs of K), float32 columns of C's tile, pairs of K in
+#: A's tile (64 bytes: 16 pairs of bfloat16 per row).
+TILE_ROWS = 16
+TILE_COLUMNS = 16
+TILE_PAIRS = 16
+
+_SMALLEST_NORMAL = np.float32(2.0**-126)
+
+
+@kernel(exact=True)
+def bfloat16_value(bits):
+    """The float32 that bfloat16 ``bits`` (the low 16 bits) stand for; a denormal counts as zero."""
+    bits = np.int64(bits) & 0xFFFF
+    if (bits & 0x7F80) == 0:
+        bits &= 0x8000
+    return bits_float(bits << 16)
+
+
+@kernel(exact=True)
+def flushed(x):
+    """float32 x, or zero of its sign where x is denormal."""
+    x = np.float32(x)
+    if x != 0 and abs(x) < _SMALLEST_NORMAL:
+        return bits_float(float_bits(x) & np.int32(-(2**31)))
+    return x
+
+
+@kernel(exact=True)
+def accumulate(c, a_bits, b_bits):
+    """c + a·b for bfloat16 ``a_bits`` and ``b_bits``, rounded once to float32, as a tile's
+    accumulation: denormal operands count as zero, a denormal result becomes zero."""
+    product = np.float64(bfloat16_value(a_bits)) * np.float64(bfloat16_value(b_bits))
+    return flushed(np.float32(np.float64(c) + product))
+
+
+@kernel(exact=True)
+def dpbf16ps(c, a, b, m, n, pairs):
+    """TDPBF16PS: C[r, j] += Σ_p A[r, p]·B[p, j] for r < m, j < n, p < pairs, the pairs in order and
+    each pair's even element first. c (≥ m, ≥ n) float32; a (≥ m, ≥ 2·pairs) uint16, row r's pair p
+    at a[r, 2p], a[r, 2p + 1]; b (≥ pairs, ≥ n, 2) uint16, B's row p (64 bytes) at b[p]."""
+    for r in range(m):
+        for j in range(n):
+            acc = flushed(c[r, j])
+            for p in range(pairs):
+                acc = accumulate(acc, a[r, 2 * p], b[p, j, 0])
+                acc = accumulate(acc, a[r, 2 * p + 1], b[p, j, 1])
+            c[r, j] = acc
+
+
+@kernel(exact=True)
+def bfloat16_bits(x):
+    """The bits of float32 x rounded to bfloat16, to nearest even, as an int64 of 16 bits; NaN stays
+    a (quiet) NaN, and a finite x that would round to infinity is truncated instead."""
+    bits = np.int64(float_bits(x)) & 0xFFFFFFFF
+    if x != x:
+        return ((bits >> 16) | 0x40) & 0xFFFF
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    if (rounded & 0x7FFF) == 0x7F80 and abs(x) != np.inf:
+        return bits >> 16
+    return rounded
+
+
+@kernel(exact=True)
+def split(a, hi, lo):
+    """A (M, K) float32 as two bfloat16 terms, hi + lo (M, ≥ K uint16; the rest of each row is set to
+    zero): hi = bfloat16_bits(a), lo = bfloat16_bits(a - hi), or zero where a is not finite. a - hi
+    is exact, so hi + lo differs from a by at most 2⁻⁹ of a - hi, 2⁻¹⁷ of |a| (2⁻¹⁶ where a, near
+    float32's largest, is truncated)."""
+    rows, k = a.shape
+    for i in range(rows):
+        for j in range(hi.shape[1]):
+            hi[i, j] = 0
+            lo[i, j] = 0
+        for j in range(k):
+            x = a[i, j]
+            high = bfloat16_bits(x)
+            hi[i, j] = high
+            if abs(x) != np.inf and x == x:
+                lo[i, j] = bfloat16_bits(x - bfloat16_value(high))
+
+
+@kernel(exact=True)
+def product(c, terms):
+    """C (M, N) float32 += Σ_t A_t·B_t, in tiles: ``terms`` a tuple of (A_t, B_t), A_t (M, 2·KP)
+    uint16 (``split``'s), B_t (NT, KP, 16, 2) uint16 (``pack``'s), all B_t of one shape. For each
+    tile of C (16 columns outermost, then 16 rows; the last of each may be partial), C's tile is
+    read, then for each tile of K (16 pairs; the last may be partial) each term in turn adds its
+    A_t·B_t by ``dpbf16ps``, and the tile is written back."""
+    rows, columns = c.shape
+    pairs = terms[0][1].shape[1]
+    tile = np.empty((TILE_ROWS, TILE_COLUMNS), np.float32)
+    for n0 in range(0, columns, TILE_COLUMNS):
+        n = min(TILE_COLUMNS, columns - n0)
+        for m0 in range(0, rows, TILE_ROWS):
+            m = min(TILE_ROWS, rows - m0)
+            tile[:m, :n] = c[m0 : m0 + m, n0 : n0 + n]
+            for p0 in range(0, pairs, TILE_PAIRS):
+                k = min(TILE_PAIRS, pairs - p0)
+                for a, b in terms:
+                    dpbf16ps(tile, a[m0:, 2 * p0 :], b[n0 // TILE_COLUMNS, p0:], m, n, k)
+            c[m0 : m0 + m, n0 : n0 + n] = tile[:m, :n]
+
+
+def pack(bits):
+    """B (K, N) of bfloat16 bits (uint16) in the tiles' layout, (ceil(N/16), ceil(K/2), 16, 2):
+    element [t, p, j, e] is B[2p + e, 16t + j], zero past K and N. NumPy; once per op."""
+    k, n = bits.shape
+    pairs, tiles = -(-k // 2), -(-n // TILE_COLUMNS)
+    padded = np.zeros((2 * pairs, tiles * TILE_COLUMNS), np.uint16)
+    padded[:k, :n] = bits
+    return np.ascontiguousarray(padded.reshape(pairs, 2, tiles, TILE_COLUMNS).transpose(2, 0, 3, 1))
+
+
+def split_rows(a, width):
+    """``split`` of A (M, K) float32 into new (hi, lo) arrays of (M, width ≥ K) uint16."""
+    a = np.ascontiguousarray(a, np.float32)
+    hi = np.empty((a.shape[0], width), np.uint16)
+    lo = np.empty_like(hi)
+    split(a, hi, lo)
+    return hi, lo
+
+
+def matmul(a, b, passes):
+    """A (M, K) · B (K, N), both float32, as the tiles compute it: ``passes`` 2 for B rounded to
+    bfloat16 (bfloat16 weights: B's values must be bfloat16's already), 3 for the three-pass mode
+    (B split as A is). NumPy in and out, for tests and measurements."""
+    (rows, k), (_, columns) = a.shape, b.shape
+    hi, lo = split_rows(a, 2 * -(-k // 2))
+    b_hi, b_lo = (pack(half.T) for half in split_rows(np.asarray(b).T, k))
+    c = np.zeros((rows, columns), np.float32)
+    if passes == 2:
+        if b_lo.any():
+            raise ValueError("matmul: passes=2 needs B rounded to bfloat16 already")
+        product(c, ((hi, b_hi), (lo, b_hi)))
+    elif passes == 3:
+        product(c, ((hi, b_hi), (hi, b_lo), (lo, b_hi)))
+    else:
+        raise ValueError(f"matmul: passes is {passes!r}; expected 2 or 3")
+    return c
