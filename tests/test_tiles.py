@@ -145,7 +145,9 @@ def _schedule_reference(c, terms, k_len):
     return out
 
 
-@pytest.mark.parametrize(("rows", "columns", "k_len"), [(1, 1, 1), (16, 16, 32), (17, 15, 33), (33, 40, 65), (5, 33, 2)])
+@pytest.mark.parametrize(
+    ("rows", "columns", "k_len"), [(1, 1, 1), (16, 16, 32), (17, 15, 33), (33, 40, 65), (5, 33, 2)]
+)
 def test_product_schedule_and_tails(rows, columns, k_len):
     rng = np.random.default_rng(rows * 1000 + columns * 10 + k_len)
     a = rng.standard_normal((rows, k_len)).astype(np.float32)
@@ -222,8 +224,12 @@ def gru_errors(n, steps, inputs, hidden, scale=1.0, seed=0):
     H0 = np.zeros((n, 1, hidden), np.float32)
     lengths = np.full(n, steps, np.int64)
     compact = (X, H0, lengths, rounded_to_bfloat16(W), rounded_to_bfloat16(R), B)
-    exact = reference.gru_sequence(X.astype(np.float64), H0.astype(np.float64), lengths, *(a.astype(np.float64) for a in (W, R, B)))[1]
-    results = {"float32": reference.gru_sequence(X, H0, lengths, W, R, B)[1], "bfloat16": reference.gru_sequence(*compact)[1]}
+    wide = [a.astype(np.float64) for a in (X, H0, W, R, B)]
+    exact = reference.gru_sequence(*wide[:2], lengths, *wide[2:])[1]
+    results = {
+        "float32": reference.gru_sequence(X, H0, lengths, W, R, B)[1],
+        "bfloat16": reference.gru_sequence(*compact)[1],
+    }
     try:
         reference._product = _tile_product(3)
         results["three-pass tiles"] = reference.gru_sequence(X, H0, lengths, W, R, B)[1]
