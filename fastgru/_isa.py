@@ -29,8 +29,10 @@ The compiled kernels of each geometry live in a cache folder of their own (``_co
 that one geometry never loads another's code; Numba itself keys its cache by the target CPU.
 """
 
+import ctypes
 import os
 import platform
+import sys
 
 import numba
 from llvmlite import binding as llvm
@@ -197,6 +199,57 @@ GEOMETRY, TARGET_CPU, TARGET_FEATURES, CPU_MODE, CPU_NOTE = _setup()
 #: so). Elsewhere int8 weights are widened to float32, which measured faster on AVX2 code
 #: (docs/tuning.md, "Tuning: compact weights").
 INT8_VNNI = GEOMETRY.name == "avx512" and "avx512vnni" in TARGET_FEATURES
+
+
+#: The features of the matrix tiles' products (Intel AMX), in LLVM's names.
+AMX_FEATURES = ("amx-tile", "amx-bf16", "amx-int8")
+
+#: Whether this version has native tile kernels. It has their twins only (``_kernels/tiles.py``):
+#: the native ones are written and checked against them on a CPU with AMX.
+NATIVE_TILES = False
+
+
+def tile_permission():
+    """Ask Linux for this process's permission to use the tiles' register state (arch_prctl
+    ARCH_REQ_XCOMP_PERM for XTILEDATA), which must be granted before the first tile instruction or
+    that instruction faults; True when granted. A CPU without AMX, or another system, says no."""
+    if not sys.platform.startswith("linux") or platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    arch_prctl, req_xcomp_perm, xtiledata = 158, 0x1023, 18
+    return ctypes.CDLL(None, use_errno=True).syscall(arch_prctl, req_xcomp_perm, xtiledata) == 0
+
+
+def tile_status(switch, host, targets_host, native, permission):
+    """(used, why not) of the matrix tiles: FASTGRU_TILES=``switch`` ('', 'auto' or 'off'), ``host``
+    LLVM's feature map of this CPU, ``targets_host`` whether the kernels compile for this CPU's own
+    model (tile code is never compiled for another target, a portable level included), ``native``
+    whether tile kernels exist, ``permission`` the call that asks Linux (made last, only when the
+    rest allows the tiles). FastGRUError for another switch."""
+    name = switch.strip().lower() or "auto"
+    if name not in ("auto", "off"):
+        raise FastGRUError(f"FASTGRU_TILES is {switch!r}; expected auto or off")
+    lacking = [feature for feature in AMX_FEATURES if not host.get(feature)]
+    if name == "off":
+        return False, "off (FASTGRU_TILES=off)"
+    if lacking:
+        return False, f"this CPU has no {', '.join(lacking)}"
+    if not targets_host:
+        return False, "the kernels compile for another CPU than this one (FASTGRU_CPU, NUMBA_CPU_NAME)"
+    if not native:
+        return False, "this version has the tiles' twins only, no native tile kernels"
+    if not permission():
+        return False, "Linux refused the tile state's permission (arch_prctl ARCH_REQ_XCOMP_PERM)"
+    return True, ""
+
+
+#: Whether products run on the matrix tiles, and why not (docs/tuning.md, "Matrix tiles").
+TILES, TILES_NOTE = tile_status(
+    os.environ.get("FASTGRU_TILES", ""),
+    llvm.get_host_cpu_features(),
+    CPU_MODE == "host" and numba.config.CPU_NAME is None and numba.config.CPU_FEATURES is None,
+    NATIVE_TILES,
+    tile_permission,
+)
 
 
 def describe():

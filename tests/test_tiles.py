@@ -5,12 +5,15 @@ element by element, and the products' error bounds, on every CPU."""
 import math
 from fractions import Fraction
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from fastgru import reference
+from fastgru import _isa, reference
+from fastgru._cli import info
 from fastgru._compact import rounded_to_bfloat16
 from fastgru._kernels import tiles
+from fastgru._validate import FastGRUError
 
 _MIN_NORMAL = Fraction(2) ** -126
 
@@ -242,10 +245,46 @@ def gru_errors(n, steps, inputs, hidden, scale=1.0, seed=0):
 
 def test_three_pass_gru_stays_near_float32():
     """The three-pass mode carried through a GRU's gates, on the benchmark's kind of data: within 64
-    times float32's own deviation from the exact sequence (benchmarks/results/tile_errors.md measured
+    times float32's own deviation from the exact sequence (benchmarks/results/zen4-avx512/tile_errors.md measured
     38-54 times) and a hundredth of bfloat16 weights'; bfloat16 weights on the tiles (A kept to 16
     bits) within 1.5 times their deviation on the vector kernels (A in float32)."""
     error = gru_errors(2, 20, 24, 32)
     assert 0 < error["three-pass tiles"] <= 64 * error["float32"]
     assert error["three-pass tiles"] <= error["bfloat16"] / 100
     assert error["bfloat16 tiles"] <= 1.5 * error["bfloat16"]
+
+
+def _never():
+    raise AssertionError("permission asked although the tiles cannot be used")
+
+
+@pytest.mark.parametrize(
+    ("switch", "host", "targets_host", "native", "permission", "why"),
+    [
+        ("off", dict.fromkeys(_isa.AMX_FEATURES, True), True, True, _never, "off (FASTGRU_TILES=off)"),
+        ("", {"amx-tile": True}, True, True, _never, "this CPU has no amx-bf16, amx-int8"),
+        ("auto", dict.fromkeys(_isa.AMX_FEATURES, True), False, True, _never, "compile for another CPU"),
+        (" Auto ", dict.fromkeys(_isa.AMX_FEATURES, True), True, False, _never, "twins only"),
+        ("", dict.fromkeys(_isa.AMX_FEATURES, True), True, True, lambda: False, "Linux refused"),
+        ("", dict.fromkeys(_isa.AMX_FEATURES, True), True, True, lambda: True, ""),
+    ],
+)
+def test_tile_status(switch, host, targets_host, native, permission, why):
+    used, note = _isa.tile_status(switch, host, targets_host, native, permission)
+    assert used == (why == "") and why in note
+
+
+def test_tile_switch_refuses_other_values():
+    with pytest.raises(FastGRUError, match="FASTGRU_TILES is 'on'; expected auto or off"):
+        _isa.tile_status("on", {}, True, True, _never)
+
+
+def test_this_process_tiles():
+    """This CPU's answer: no AMX, no permission from Linux and no tiles; with AMX, no tiles either
+    while the version has no native kernels (``info`` says why)."""
+    host = llvm.get_host_cpu_features()
+    assert not _isa.TILES
+    if not all(host.get(feature) for feature in _isa.AMX_FEATURES):
+        assert "this CPU has no" in _isa.TILES_NOTE
+        assert _isa.tile_permission() is False
+    assert "matrix tiles:" in info() and _isa.TILES_NOTE in info()
