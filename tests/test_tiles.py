@@ -52,6 +52,7 @@ def _random_bf16(rng, n, low=-133, high=127):
     return (sign | exponent | rng.integers(0, 128, n)).astype(np.uint16)
 
 
+@np.errstate(over="ignore", invalid="ignore")  # NumPy's warnings where the kernels run as Python
 def test_accumulate_rounds_once_and_flushes_denormals():
     rng = np.random.default_rng(1)
     a, b = _random_bf16(rng, 4000), _random_bf16(rng, 4000)
@@ -89,6 +90,7 @@ def test_accumulate_near_halfway_cases():
         assert np.float32(tiles.accumulate(c, a, b)) == _rounded_to_float32(Fraction(float(c)) + product)
 
 
+@np.errstate(over="ignore", invalid="ignore")  # NumPy's warnings where the kernels run as Python
 def test_accumulate_specials():
     inf, nan = 0x7F80, 0x7FC0
     assert tiles.accumulate(np.float32(1), inf, 0x3F80) == np.inf
