@@ -22,7 +22,7 @@ The products:
 - bfloat16 weights W' (two passes): A = hi + lo (``split``: about 16 of A's bits); for each tile
   of K, C += hi·W', then C += lo·W'.
 - float32 weights (the three-pass mode): W = Whi + Wlo as A is split; for each tile of K,
-  C += hi·Whi, then hi·Wlo, then lo·Whi (lo·Wlo, below 2⁻¹⁶ of the product, is left out).
+  C += hi·Whi, then hi·Wlo, then lo·Whi (lo·Wlo, at most 2⁻¹⁸ of |a·w|, is left out).
 """
 
 import numpy as np
