@@ -1342,7 +1342,7 @@ figure(
 )
 
 # ------------------------------------------------------------------------------ the matrix tiles' twins
-TILE_ERRORS = Z4 + "tile_errors.md"
+TILE_ERRORS = Z4 + "tile_errors_results.md"
 figure(CHANGELOG, "the three-pass mode deviates 38.5x float32's own deviation", TILE_ERRORS, "38.5")
 figure(
     TUNING,

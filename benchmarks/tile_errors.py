@@ -7,7 +7,7 @@ those of a CPU with AMX; only the float32 sums of NumPy's own products may diffe
 
     python benchmarks/tile_errors.py
 
-Writes ``benchmarks/results/<cpu>/tile_errors.md`` (``conftest.results_dir``).
+Writes ``benchmarks/results/<cpu>/tile_errors_results.md`` (``conftest.results_dir``).
 """
 
 import datetime
@@ -49,7 +49,7 @@ def main():
             f"{e['three-pass tiles'] / e['float32']:.1f} | {e['bfloat16']:.3g} | {e['bfloat16 tiles']:.3g} |"
         )
         print(lines[-1], f"({time.perf_counter() - began:.0f} s)", flush=True)
-    path = bench.results_dir() / "tile_errors.md"
+    path = bench.results_dir() / "tile_errors_results.md"
     if not path.exists():
         path.write_text(
             "# max |Ho - exact| with the matrix tiles' products (benchmarks/tile_errors.py)\n\n"

@@ -1,10 +1,12 @@
 """Matrix tiles (Intel AMX) in plain Numba: the twins of the tile products.
 
 On a CPU with AMX one instruction multiplies a tile of A (at most 16 rows of 64 bytes) by a tile
-of B (at most 16 rows of 64 bytes) into a tile of C (at most 16 rows of 16 float32). This module
-computes what TDPBF16PS computes, element by element, and runs the tile schedule of a product
-with it: the weights packed once into B's layout (``pack``), A split into two bfloat16 terms
-(``split``), and the loops over the tiles of M, N and K with their tails (``product``). It is the
+of B (at most 16 rows of 64 bytes) into a tile of C (at most 16 rows of 16 float32 or int32).
+This module computes what TDPBF16PS and TDPBUSD compute, element by element, and runs the tile
+schedule of a product with them: the weights packed once into B's layout (``pack``,
+``pack_int8``), A split into two bfloat16 terms (``split``) or quantised into two bytes
+(``quantise``), and the loops over the tiles of M, N and K with their tails (``product``,
+``int8_product``). It is the
 specification of native tile kernels, which must equal it bit for bit, and it tests the schedule
 on every CPU. It is slow (scalar code): nothing in a call's road runs it.
 
@@ -23,12 +25,22 @@ The products:
   of K, C += hi·W', then C += lo·W'.
 - float32 weights (the three-pass mode): W = Whi + Wlo as A is split; for each tile of K,
   C += hi·Whi, then hi·Wlo, then lo·Whi (lo·Wlo, at most 2⁻¹⁸ of |a·w|, is left out).
+- int8 weights (``int8_product``): TDPBUSD adds to each int32 of C the four products of unsigned
+  bytes of A by signed bytes of B (a column's four weights, a quad of K), with wrap-around. A is
+  quantised per row to 16 bits and offset as the vector kernels' byte dot products do it
+  (``microkernel._Int8Products``): u = a + 32768 = 256·hi + lo, two tiles of sums (hi and lo) per
+  block of 256 rows of K, Σ a·w = 256·Σ hi·w + Σ lo·w − 32768·Σ w, the same integers, then the
+  same float32 operations: int8 weights give the same bits on tiles as on AVX-512 with VNNI.
 """
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, overload
 
 from .._config import kernel
 from .activations import bits_float, float_bits
+from .microkernel import INT8_PAIRS_PER_SUM
 
 #: Rows of a tile (of A and C; of B: pairs of K), float32 columns of C's tile, pairs of K in
 #: A's tile (64 bytes: 16 pairs of bfloat16 per row).
@@ -36,7 +48,33 @@ TILE_ROWS = 16
 TILE_COLUMNS = 16
 TILE_PAIRS = 16
 
+#: Quads of K (4 bytes) in an int8 tile of A (64 bytes a row).
+TILE_QUADS = 16
+
 _SMALLEST_NORMAL = np.float32(2.0**-126)
+
+
+def fma(a, b, c):
+    """a·b + c rounded once (float32); exact in compiled code, in Python through float64 (which can
+    round twice: NUMBA_DISABLE_JIT runs are for coverage, not bits)."""
+    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    if not (a == b == c == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        fn = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
+        return builder.call(fn, args)
+
+    return types.float32(a, b, c), codegen
+
+
+# Compiled code: LLVM's fused multiply-add, rounded once on every target (hardware or libm).
+overload(fma)(lambda a, b, c: lambda a, b, c: _fma(a, b, c))
 
 
 @kernel(exact=True)
@@ -168,4 +206,131 @@ def matmul(a, b, passes):
         product(c, ((hi, b_hi), (hi, b_lo), (lo, b_hi)))
     else:
         raise ValueError(f"matmul: passes is {passes!r}; expected 2 or 3")
+    return c
+
+
+@kernel(exact=True)
+def dpbusd(c, a, b, m, n, quads):
+    """TDPBUSD: C[r, j] += Σ_p Σ_e A[r, 4p + e]·B[p, j, e] for r < m, j < n, p < quads, unsigned bytes
+    of A by signed bytes of B, in int32 with wrap-around. c (≥ m, ≥ n) int32; a (≥ m, ≥ 4·quads)
+    uint8; b (≥ quads, ≥ n, 4) int8, B's row p (64 bytes) at b[p]."""
+    for r in range(m):
+        for j in range(n):
+            acc = np.int64(c[r, j])
+            for p in range(quads):
+                for e in range(4):
+                    acc += np.int64(a[r, 4 * p + e]) * np.int64(b[p, j, e])
+            c[r, j] = (acc + 2**31) % 2**32 - 2**31
+
+
+@kernel(exact=True)
+def quantise(a, high, low, steps):
+    """A (M, K) float32 quantised per row for the int8 products, as the vector kernels do it: over
+    the pairs' rows k < 2·(K // 2), peak = max |A[r, k]|, step = peak / 32767, a = rint(A·32767 /
+    peak), u = a + 32768 = 256·high + low, bytes into ``high`` and ``low`` (M, ≥ K uint8, zero past
+    the pairs); steps[r] = step, or 0 where the row is all zeros or has an infinite or NaN element
+    (whose a are then 0). Returns nothing; a row with steps[r] = 0 and a non-finite peak is the
+    float32 path's."""
+    rows, k_len = a.shape
+    even = k_len - k_len % 2
+    for r in range(rows):
+        peak = np.float32(0)
+        finite = True
+        for k in range(even):
+            x = abs(a[r, k])
+            if not x <= np.float32(3.4028235e38):
+                finite = False
+            elif x > peak:
+                peak = x
+        scaled = finite and peak > 0
+        steps[r] = peak / np.float32(32767) if scaled else np.float32(0)
+        inverse = np.float32(32767) / peak if scaled else np.float32(0)
+        for k in range(high.shape[1]):
+            high[r, k] = 0
+            low[r, k] = 0
+        for k in range(even):
+            u = np.int64(np.rint(np.float32(a[r, k] * inverse) if finite else np.float32(0))) + 32768
+            high[r, k] = u >> 8
+            low[r, k] = u & 255
+
+
+def pack_int8(q):
+    """int8 weights q (K, N) for the tiles: (quads (ceil(N/16), ceil(K'/4), 16, 4), column sums
+    (ceil(N/16), blocks, 16) int32), over the pairs' rows K' = 2·(K // 2) only (zero past them and
+    past N); a block is 2·INT8_PAIRS_PER_SUM rows. NumPy; once per op."""
+    k_len, n = q.shape
+    even, tiles = k_len - k_len % 2, -(-n // TILE_COLUMNS)
+    quads, block = -(-even // 4), 2 * INT8_PAIRS_PER_SUM
+    padded = np.zeros((4 * quads, tiles * TILE_COLUMNS), np.int8)
+    padded[:even, :n] = q[:even]
+    packed = np.ascontiguousarray(padded.reshape(quads, 4, tiles, TILE_COLUMNS).transpose(2, 0, 3, 1))
+    blocks = [padded[k : k + block].sum(axis=0, dtype=np.int32) for k in range(0, even, block)]
+    sums = np.stack(blocks or [np.zeros(tiles * TILE_COLUMNS, np.int32)])
+    return packed, np.ascontiguousarray(sums.reshape(len(sums), tiles, TILE_COLUMNS).transpose(1, 0, 2))
+
+
+@kernel(exact=True)
+def int8_product(c, a, high, low, steps, packed, sums, q, scales):
+    """C (M, N) float32 += A (M, K) · (q (K, N) int8 ⊙ scales (N,) float32) as the int8 tiles compute
+    it: ``quantise``'s bytes and steps, ``pack_int8``'s packed quads and column sums. For each tile of
+    C (16 columns outermost, then 16 rows), per block of 256 rows of K: the hi and lo sums (two
+    int32 tiles from zero, ``dpbusd`` per tile of 16 quads), S = 256·hi + lo − 32768·Σ w (int32),
+    C = fma(float32(S)·step, scale, C). Then per element, in float32 from zero, fma(A[r, k], q, acc)
+    over the pairs' rows of a row with an infinite or NaN element, then over a last odd row of K,
+    and C = fma(acc, scale, C): the vector kernels' operations, in their order."""
+    rows, columns = c.shape
+    k_len = a.shape[1]
+    even = k_len - k_len % 2
+    quads = packed.shape[1]
+    hi = np.empty((TILE_ROWS, TILE_COLUMNS), np.int32)
+    lo = np.empty((TILE_ROWS, TILE_COLUMNS), np.int32)
+    per_block = 2 * INT8_PAIRS_PER_SUM // 4
+    for n0 in range(0, columns, TILE_COLUMNS):
+        t, n = n0 // TILE_COLUMNS, min(TILE_COLUMNS, columns - n0)
+        for m0 in range(0, rows, TILE_ROWS):
+            m = min(TILE_ROWS, rows - m0)
+            for block in range(-(-quads // per_block)):
+                hi[:] = 0
+                lo[:] = 0
+                for p0 in range(block * per_block, min(quads, (block + 1) * per_block), TILE_QUADS):
+                    k = min(TILE_QUADS, quads - p0, (block + 1) * per_block - p0)
+                    dpbusd(hi, high[m0:, 4 * p0 :], packed[t, p0:], m, n, k)
+                    dpbusd(lo, low[m0:, 4 * p0 :], packed[t, p0:], m, n, k)
+                for r in range(m):
+                    for j in range(n):
+                        total = np.int64(hi[r, j]) * 256 + np.int64(lo[r, j]) - (np.int64(sums[t, block, j]) << 15)
+                        total = (total + 2**31) % 2**32 - 2**31
+                        value = np.float32(np.float32(total) * steps[m0 + r])
+                        c[m0 + r, n0 + j] = fma(value, scales[n0 + j], c[m0 + r, n0 + j])
+    for r in range(rows):
+        finite = steps[r] != 0 or _finite_pairs(a, r, even)
+        for j in range(columns):
+            acc = np.float32(0)
+            if not finite:
+                for k in range(even):
+                    acc = fma(a[r, k], np.float32(q[k, j]), acc)
+            for k in range(even, k_len):
+                acc = fma(a[r, k], np.float32(q[k, j]), acc)
+            c[r, j] = fma(acc, scales[j], c[r, j])
+
+
+@kernel(exact=True)
+def _finite_pairs(a, r, even):
+    """Whether row r of A is finite over the pairs' rows k < even."""
+    for k in range(even):
+        if not abs(a[r, k]) <= np.float32(3.4028235e38):
+            return False
+    return True
+
+
+def int8_matmul(a, q, scales, c=None):
+    """C + A (M, K) float32 · (q (K, N) int8 ⊙ scales (N,)), as the int8 tiles compute it; C (M, N)
+    float32, zeros by default, is updated in place and returned. NumPy in and out."""
+    a, q = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(q, np.int8)
+    packed, sums = pack_int8(q)
+    high = np.empty((a.shape[0], max(4 * packed.shape[1], 1)), np.uint8)
+    low, steps = np.empty_like(high), np.empty(a.shape[0], np.float32)
+    quantise(a, high, low, steps)
+    c = np.zeros((a.shape[0], q.shape[1]), np.float32) if c is None else c
+    int8_product(c, a, high, low, steps, packed, sums, q, np.ascontiguousarray(scales, np.float32))
     return c
