@@ -137,7 +137,7 @@ def test_out_is_checked():
     W, R, B = _weights(rng, (1, 3 * H, I), (1, 3 * H, H), (1, 3 * H))
     op = fastgru.GRUSequence(W, R, B)
     X, h0, lengths = np.zeros((N, S, I), np.float32), np.zeros((N, 1, H), np.float32), [S] * N
-    Y, Ho = np.empty((N, 1, S, H), np.float32), np.empty((N, 1, H), np.float32)
+    Y, Ho = np.zeros((N, 1, S, H), np.float32), np.zeros((N, 1, H), np.float32)  # no signalling NaN to cast
     with pytest.raises(FastGRUError, match=r"^GRUSequence: out is ndarray; expected a tuple \(Y, Ho\)"):
         op(X, h0, lengths, out=Y)
     with pytest.raises(FastGRUError, match=r"out Ho has shape \(5, 9\); expected \(5, 1, 9\)"):
