@@ -343,3 +343,38 @@ def test_int8_tiles_give_the_byte_dot_products_bits(k_len, special):
         )
         vector_c[r0 : r0 + mr] = tile
     np.testing.assert_array_equal(tiles_c.view(np.uint32), vector_c[:rows].view(np.uint32))
+
+
+_COMPILE_FOR_AMX = """
+import collections, re
+import llvmlite.binding as llvm
+from fastgru._kernels import amx
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+module = llvm.parse_assembly(str(amx.module_for()))
+module.verify()
+machine = llvm.Target.from_triple(module.triple).create_target_machine(cpu="sapphirerapids", features="", opt=2)
+code = machine.emit_assembly(module)
+for name in ("fastgru_tile_bf16_2", "fastgru_tile_bf16_3", "fastgru_tile_int8"):
+    body = code.split(name + ":", 1)[1].split(".Lfunc_end", 1)[0]
+    found = collections.Counter(re.findall(r"\\b(ldtilecfg|tilezero|tdpbf16ps|tdpbusd|tilerelease)\\b", body))
+    print(name, *sorted(found.items()))
+"""
+
+
+def test_native_tile_kernels_compile_for_a_cpu_with_amx():
+    """The native tile kernels (``_kernels/amx.py``) as LLVM compiles them for Sapphire Rapids, in a
+    process of its own (LLVM stops a process whose target lacks AMX): each configures its tiles,
+    multiplies as many times as its loops say (one per term in the loop over whole tiles of K and
+    in the partial last tile) and releases them. No CPU of the sessions so far has run them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _COMPILE_FOR_AMX], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line.split(" ", 1)[1] for line in done.stdout.splitlines()}
+    assert lines == {
+        "fastgru_tile_bf16_2": "('ldtilecfg', 1) ('tdpbf16ps', 4) ('tilerelease', 1)",
+        "fastgru_tile_bf16_3": "('ldtilecfg', 1) ('tdpbf16ps', 6) ('tilerelease', 1)",
+        "fastgru_tile_int8": "('ldtilecfg', 1) ('tdpbusd', 4) ('tilerelease', 1) ('tilezero', 2)",
+    }
