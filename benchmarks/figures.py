@@ -1354,3 +1354,4 @@ figure(
     "2.4e-5",
     "53.6",
 )
+figure(TUNING, "VDPBF16PS issues at FMA's rate, one per 0.273 ns", Z4 + "bf16_dot_results.md", "0.273")
