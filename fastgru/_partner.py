@@ -32,7 +32,7 @@ from . import _tuning
 from ._config import kernel
 from ._kernels import pair
 from ._kernels.atomics import STEADY_COUNTER, cycles
-from ._threading import requested, taken
+from ._threading import give_back, requested, take_two
 
 
 def _spin_us(text):
@@ -46,6 +46,7 @@ def _spin_us(text):
 
 #: Microseconds the partner spins without a job before it sleeps; 0: no partner.
 SPIN_US = _spin_us(os.environ.get("FASTGRU_SPIN_US", str(_tuning.SPIN_US)))
+_SPIN_SECONDS = SPIN_US * 1e-6
 
 
 def off_reason():
@@ -109,24 +110,21 @@ class Partner:
         #: Set once the thread serves (a few milliseconds after ``wake`` starts it).
         self.serving = threading.Event()
 
-    def _acquire(self, wake):
-        """Take the partner for one call if no other call has it and it spins, or, with ``wake``,
-        sleeps (it is then woken, and joins the call when it can)."""
-        if self.asleep and not wake or not self._busy.acquire(blocking=False):
-            return False  # the first test is the short way of a call after a pause
+    def _enter(self, wake):
+        """(taken, burst) for a one-row call: whether it takes the partner, which it does if no other
+        call has it and the partner spins, or, with ``wake``, sleeps (it is then woken, and joins the
+        call when it can); and whether the call began within SPIN_US of the end of the previous one
+        (a burst). ``Shared`` holds both for ``_leave``."""
+        burst = time.perf_counter() - self._last_end < _SPIN_SECONDS
+        if not self._enabled or self.asleep and not wake or not self._busy.acquire(blocking=False):
+            return False, burst  # the test of asleep is the short way of a call after a pause
         if not self.asleep:  # it spins, or was woken and is on its way: it joins the call when it arrives
-            return True
+            return True, burst
         if wake:
             self.wake()
-            return True
+            return True, burst
         self._busy.release()
-        return False
-
-    def _enter(self, wake):
-        """Whether this one-row call takes the partner (``_acquire``), and whether it began within
-        SPIN_US of the end of the previous one (a burst): ``Shared`` holds both for ``_leave``."""
-        burst = time.perf_counter() - self._last_end < SPIN_US * 1e-6
-        return self.enabled and self._acquire(wake), burst
+        return False, burst
 
     def _leave(self, taken, burst):
         """After a one-row call: give the partner back, or, when a call of a burst ran alone, wake it
@@ -207,30 +205,30 @@ class Shared:
     ``Partner``). Not a context manager: entering one would be a second call of this module on the
     call's way to the kernels."""
 
-    __slots__ = ("budget", "partner", "taken", "burst", "mailbox", "count")
+    __slots__ = ("held", "partner", "taken", "burst", "mailbox", "count")
 
     def __init__(self, partner, wake, alone):
-        budget = taken(2)
         #: The calling thread's count of threads: 1, and the call has no second thread.
-        self.count = budget.count
-        self.budget, self.partner, self.mailbox = budget, None, alone
-        if budget.granted > 1:
+        self.count, held = take_two()
+        self.held, self.partner, self.mailbox = False, None, alone
+        if held:
             self.partner = partner
             self.taken, self.burst = partner._enter(wake)
             if self.taken:
-                self.mailbox = partner.mailbox
+                self.held, self.mailbox = True, partner.mailbox
                 return
-        budget.__exit__()  # alone: nothing of the budget held
-        self.budget = None
+            give_back(2)  # alone: nothing of the budget held
 
     def release(self):
-        """Give back the budget's thread, then the partner (once: a second call does nothing)."""
-        budget, partner = self.budget, self.partner
-        self.budget = self.partner = None
-        if budget is not None:
-            budget.__exit__()
-        if partner is not None:
-            partner._leave(self.taken, self.burst)
+        """Give back the budget's threads, then the partner (once: a second call does nothing)."""
+        partner = self.partner
+        if partner is None:
+            return
+        self.partner = None
+        if self.held:
+            self.held = False
+            give_back(2)
+        partner._leave(self.taken, self.burst)
 
 
 PARTNER = Partner()

@@ -14,7 +14,6 @@ between the calling thread and the partner), raced against its layers' own paths
 Paths that share work get at least the calling thread: a call never waits for threads.
 """
 
-import contextlib
 import functools
 import time
 from collections import namedtuple
@@ -268,6 +267,3 @@ class Race:
         else:
             self.every = min(2 * self.every, _tuning.WAVE_RETRY_MAX)
         self.left = self.every
-
-
-_ALONE = contextlib.nullcontext()  # kept for callers that run a one-row call on its own thread

@@ -117,22 +117,43 @@ def lease(wanted, count=None):
     return _Lease(wanted, requested() if count is None else count)
 
 
-def taken(wanted):
-    """``lease(wanted)`` taken at once, the calling thread's count read in the same call: the lease,
-    whose ``granted`` says what it holds (1: nothing); ``__exit__()`` gives it back. A count of 1
-    takes nothing and does not lock. (A one-row call reads the count and takes its second thread in
-    one call of this module: ``_partner.Shared``.)"""
+def take_two():
+    """Two threads of the budget for a one-row call that shares its row with the partner thread
+    (``_partner.Shared``), read and taken in one call of this module and without a lease object:
+    (the calling thread's count, whether the two are held; ``give_back(2)`` gives them back). Held
+    when the count and the budget allow two, as ``lease(2)`` would grant them; the calling thread's
+    Numba count is left as it is: such a call runs no parallel region while it holds them."""
     count = requested()
-    if count < 2:
-        return _ONE
-    budget = _Lease(min(wanted, count), count)
-    budget.__enter__()
-    return budget
+    return count, count >= 2 and _grant(2) == 2
+
+
+def _grant(wanted):
+    """How many of ``wanted`` threads the budget grants now, held until ``give_back``: 1 (nothing
+    held) when fewer than two are left, or, with Numba's workqueue layer, which runs one parallel
+    region at a time, while another call holds some."""
+    with _lock:
+        state = _state
+        if state["exclusive"] is None:
+            # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
+            state["exclusive"] = start_pool() == "workqueue"
+        granted = min(wanted, BUDGET - state["busy"])
+        if granted < 2 or state["exclusive"] and state["regions"] > 0:
+            return 1
+        state["busy"] += granted
+        state["regions"] += 1
+    return granted
+
+
+def give_back(granted):
+    """Give back the ``granted`` threads (more than 1) that ``_grant`` held."""
+    with _lock:
+        _state["busy"] -= granted
+        _state["regions"] -= 1
 
 
 class _Lease:
     """``lease``'s context: a class, cheaper than a generator's context manager, and the count set
-    by ``request``, unchecked (every one-row call of the pair path takes a lease)."""
+    by ``request``, unchecked."""
 
     __slots__ = ("wanted", "granted", "count")
 
@@ -140,17 +161,7 @@ class _Lease:
         self.wanted, self.count = wanted, count
 
     def __enter__(self):
-        with _lock:
-            if _state["exclusive"] is None:
-                # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
-                _state["exclusive"] = start_pool() == "workqueue"
-            granted = min(self.wanted, BUDGET - _state["busy"])
-            if granted < 2 or _state["exclusive"] and _state["regions"] > 0:
-                granted = 1
-            else:
-                _state["busy"] += granted
-                _state["regions"] += 1
-        self.granted = granted
+        self.granted = granted = _grant(self.wanted)
         if granted != self.count:
             request(granted)  # the pool runs: unchecked (1 <= granted <= BUDGET)
         return granted
@@ -160,15 +171,8 @@ class _Lease:
         if granted != self.count:
             request(self.count)
         if granted > 1:
-            with _lock:
-                _state["busy"] -= granted
-                _state["regions"] -= 1
+            give_back(granted)
         return False
-
-
-#: What a count of 1 takes: nothing (its ``__exit__`` neither sets a count nor locks).
-_ONE = _Lease(1, 1)
-_ONE.granted = 1
 
 
 def busy():
