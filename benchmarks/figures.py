@@ -1355,3 +1355,13 @@ figure(
     "53.6",
 )
 figure(TUNING, "VDPBF16PS issues at FMA's rate, one per 0.273 ns", Z4 + "bf16_dot_results.md", "0.273")
+
+figure(
+    TUNING,
+    "the hidden-size-256 cell 0.970x its time over 10 pairs of processes (interval 0.958-0.982",
+    AB_Z4 + "shared_take_two_ab.md",
+    "0.970",
+    "0.958",
+    "0.982",
+)
+figure(TUNING, "11.1 of 16.5 µs before the change", AB_Z4 + "shared_take_two_ab.md", "11.1", "16.5")
