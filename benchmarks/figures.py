@@ -1367,3 +1367,17 @@ figure(
 figure(TUNING, "11.1 of 16.5 µs before the change", AB_Z4 + "shared_take_two_ab.md", "11.1", "16.5")
 figure(CHANGELOG, "the hidden-size-256 cell took 0.970x its time", AB_Z4 + "shared_take_two_ab.md", "0.970")
 figure(CHANGELOG, "runs 1.09-1.80x its cache roofline", ROOFLINE_Z4, "1.09", "1.80")
+STREAM_AB = AB_Z4 + "stream_plan_ab.md"
+figure(
+    TUNING,
+    "a stack's stream went from 4.55-5.33 to 1.19-1.68 µs more, a layer's from 4.65-4.97 to 1.90-2.74, and the "
+    "imported torch GRU's from 6.96-7.75 to 3.72-5.19",
+    STREAM_AB,
+    *("4.55", "5.33", "1.19", "1.68", "4.65", "4.97", "1.90", "2.74", "6.96", "7.75", "3.72", "5.19"),
+)
+figure(
+    CHANGELOG,
+    "costs 1.19-1.68 µs more than the plain stack call, down from 4.55-5.33 µs",
+    STREAM_AB,
+    *("1.19", "1.68", "4.55", "5.33"),
+)

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from ._dispatch import NO_ROWS, Packed
+from ._plan import StreamSteps
 from ._validate import (
     DEFAULT,
     Attributes,
@@ -289,9 +290,8 @@ class Stream:
         packed = op._packed
         self._op, self._packed = op, packed
         self._state = np.array(h0, dtype=packed.compute_dtype).reshape(n, 1, spec.hidden_size)
-        self._remaining = lengths.astype(np.int64)
-        self._started = self._remaining > 0  # rows with a step: the others' Ho is zero (docs/semantics.md, "Sequences")
-        self._chunk = np.zeros(n, np.int64)  # each row's steps of the chunk (kept: a chunk allocates nothing)
+        # rows with a step: the others' Ho is zero (docs/semantics.md, "Sequences")
+        self._feed = StreamSteps(lengths, sequence_lengths is not None)
         self._y = None  # the compute dtype's Y of chunks written into an ``out`` of another T1
         self.steps = 0
         self._checked = None  # the last chunk that passed the checks (``record``)
@@ -300,7 +300,7 @@ class Stream:
     def Ho(self):
         """The state after the chunks fed so far, in T1 and the op's layout (zero for a row of length 0)."""
         spec = self._op.spec
-        state = np.where(self._started[:, None, None], self._state, 0).astype(spec.dtype)
+        state = np.where(self._feed.started[:, None, None], self._state, 0).astype(spec.dtype)
         return state.reshape(self._packed.result_shapes(state.shape[0], 0)[-1])
 
     def __call__(self, X, A=None, *, out=None):
@@ -336,11 +336,8 @@ class Stream:
                 self._y = np.empty(shape, dtype=ct)
             y = self._y
         att = packed._no_att if A is None else np.ascontiguousarray(A, dtype=ct).reshape(n, s)
-        chunk = np.minimum(self._remaining, s, out=self._chunk)
-        packed.run(
-            n, s, (np.ascontiguousarray(X, dtype=ct), self._state, chunk, NO_ROWS, att, y, self._state), keep=True
-        )
-        self._remaining -= chunk
+        X = np.ascontiguousarray(X, dtype=ct)
+        self._feed.run(packed, n, s, (X, self._state, self._feed.chunk(s), NO_ROWS, att, y, self._state))
         self.steps += s
         if out is None:
             return y.astype(spec.dtype, copy=False).reshape(packed.result_shapes(n, s)[0])

@@ -25,7 +25,7 @@ import numpy as np
 from . import _paths, _scratch
 from ._dispatch import NO_ROWS, canonical_strides, compute_dtype
 from ._ops import GRUSequence
-from ._plan import plan_of, run_planned
+from ._plan import StreamSteps, plan_of, run_planned
 from ._validate import (
     FastGRUError,
     check_lengths,
@@ -292,16 +292,14 @@ class StackStream:
         validate_call(first, {"initial_hidden_state": first_h0, "sequence_lengths": lengths})
         self._stack = stack
         self._state = np.array(h0, dtype=stack.compute_dtype, order="C")
-        self._remaining = lengths.astype(np.int64)
-        self._started = self._remaining > 0
-        self._chunk = np.zeros(n, np.int64)  # each row's steps of the chunk (kept: a chunk allocates nothing)
+        self._feed = StreamSteps(lengths, sequence_lengths is not None)
         self.steps = 0
         self._checked = None
 
     @property
     def Ho(self):
         """Every layer's state after the chunks fed so far, in T1 (zero for a row of length 0)."""
-        return np.where(self._started[:, None], self._state, 0).astype(self._stack.dtype)
+        return np.where(self._feed.started[:, None], self._state, 0).astype(self._stack.dtype)
 
     def __call__(self, X, *, out=None):
         """Feed the next chunk X (batch_size, steps, input_size); returns the last layer's Y of it,
@@ -320,9 +318,7 @@ class StackStream:
                 check_out_array("GRUStack stream", out, stack.result_shapes(X.shape[0], X.shape[1])[0], stack.dtype)
             self._checked = record(X, out)
         n, s = X.shape[0], X.shape[1]
-        chunk = np.minimum(self._remaining, s, out=self._chunk)
         y = np.empty(stack.result_shapes(n, s)[0], dtype=stack.compute_dtype) if out is None else out
-        stack.run(n, s, (X, self._state, chunk, NO_ROWS, None, y, self._state), keep=True)
-        self._remaining -= chunk
+        self._feed.run(stack, n, s, (X, self._state, self._feed.chunk(s), NO_ROWS, None, y, self._state))
         self.steps += s
         return y

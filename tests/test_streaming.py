@@ -153,3 +153,52 @@ def test_a_stream_refuses_a_wrong_out_with_its_message():
     with pytest.raises(FastGRUError, match=r"GRUStack stream: out has shape \(6, 1, 2, 5\); expected \(6, 1, 2, 12\)"):
         stack_stream(X, out=np.empty((N, 1, 2, 5), np.float32))
     assert stream.steps == 2 and stack_stream.steps == 0  # the refused chunks fed nothing
+
+
+@pytest.mark.parametrize("kind", ["op", "stack"])
+def test_frames_after_the_first_take_the_plan_without_checks(monkeypatch, kind):
+    """A stream's chunks of a shape seen before run through the plan of the last one
+    (``_plan.StreamSteps``): the runner's checked ``run`` only for the first chunk of each shape, and
+    again on a thread other than the plan's (a plan's scratch is its thread's); the bits are still
+    those of one call, ragged lengths and a stream fed from two threads included."""
+    import threading
+
+    from fastgru._dispatch import Packed
+
+    rng = np.random.default_rng(3)
+    W, R, B = _weights(rng, np.float32)
+    op = fastgru.GRUSequence(W, R, B)
+    scale = 1 / np.sqrt(H)
+    shapes = ((1, 3 * H, H), (1, 3 * H, H), (1, 3 * H))
+    second = [rng.uniform(-scale, scale, shape).astype(np.float32) for shape in shapes]
+    runner = fastgru.GRUStack([op, fastgru.GRUSequence(*second)]) if kind == "stack" else op
+    runs = []
+    cls = fastgru.GRUStack if kind == "stack" else Packed
+    checked = cls.run
+    monkeypatch.setattr(cls, "run", lambda self, *a, **k: runs.append(a[1]) or checked(self, *a, **k))
+    S = 12
+    X = rng.standard_normal((N, S, I)).astype(np.float32)
+    lengths = np.minimum(LENGTHS, S)
+    if kind == "stack":
+        h0 = np.zeros((N, runner.state_size), np.float32)
+        Y, Ho = runner(X, h0, lengths)
+        runs.clear()
+        stream = runner.stream(h0, lengths)
+    else:
+        h0 = np.zeros((N, 1, H), np.float32)
+        Y, Ho = op(X, h0, lengths)
+        runs.clear()
+        stream = op.stream(h0, lengths)
+    parts = []
+    for t in range(6):  # frames of one step on this thread: one checked run, for the first
+        parts.append(stream(np.ascontiguousarray(X[:, t : t + 1])).copy())
+    assert runs == [1]
+    other = threading.Thread(target=lambda: parts.append(stream(np.ascontiguousarray(X[:, 6:7])).copy()))
+    other.start()
+    other.join()
+    assert runs == [1, 1]  # the other thread's own plan
+    parts.append(stream(np.ascontiguousarray(X[:, 7:9])).copy())  # back here, another shape
+    parts.append(stream(np.ascontiguousarray(X[:, 9:])).copy())  # a shape of 3 steps
+    assert runs == [1, 1, 2, 3]
+    np.testing.assert_array_equal(np.concatenate(parts, axis=2), Y)
+    np.testing.assert_array_equal(stream.Ho, Ho)
