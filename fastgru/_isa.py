@@ -55,10 +55,13 @@ declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)
 """
 
 
+#: LLVM's feature map of this CPU, read once (each reading costs about 0.2 ms at import).
+_HOST = llvm.get_host_cpu_features()
+
+
 def host_features():
     """The features of this CPU that the geometries care about."""
-    features = llvm.get_host_cpu_features()
-    return frozenset(name for name in _FEATURES if features.get(name))
+    return frozenset(name for name in _FEATURES if _HOST.get(name))
 
 
 def target():
@@ -74,7 +77,7 @@ def _probe(cpu, features):
     """The features LLVM uses for ``cpu`` with the ``features`` string (None: the host's), read off the
     code it emits for a 16-float fused multiply-add: zmm registers mean AVX-512, ymm AVX(2)."""
     if features is None:
-        features = llvm.get_host_cpu_features().flatten()
+        features = _HOST.flatten()
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return frozenset()
     llvm.initialize_native_target()
@@ -178,7 +181,7 @@ def _setup():
         mode = "portable" if geometry.name in AUTO_PORTABLE else "host"
         why = "" if mode == "portable" else f"auto: {geometry.name}'s level is not yet measured against the host's"
     if mode == "portable":
-        level = portable_cpu(geometry.name, llvm.get_host_cpu_features())
+        level = portable_cpu(geometry.name, _HOST)
         if level is None:
             return geometry, name, features, "host", f"this CPU lacks a feature of {geometry.name}'s x86-64 level"
         # Numba reads both when it makes its code generator (at the first compilation) and puts
@@ -245,7 +248,7 @@ def tile_status(switch, host, targets_host, native, permission):
 #: Whether products run on the matrix tiles, and why not (docs/tuning.md, "Matrix tiles").
 TILES, TILES_NOTE = tile_status(
     os.environ.get("FASTGRU_TILES", ""),
-    llvm.get_host_cpu_features(),
+    _HOST,
     CPU_MODE == "host" and numba.config.CPU_NAME is None and numba.config.CPU_FEATURES is None,
     NATIVE_TILES,
     tile_permission,

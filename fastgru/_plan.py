@@ -17,7 +17,6 @@ runs the full checks, which say what is wrong. A plan serves one thread: its job
 thread's scratch, and the entry writes the call's arrays into them.
 """
 
-import threading
 from collections import namedtuple
 
 import numba
@@ -269,7 +268,7 @@ def run_planned(runner, arrays, n, s, strides=None, keep=0, path=None):
     made again when the tuning changed or another caller's arrays have other shapes or types for the
     same call shape (a pool's states, int32 lengths, say). Returns each layer's path as it ran."""
     plans = runner.plans.__dict__
-    key = n, s, strides, keep, path, not runner.direct and arrays[3].size > 0
+    key = _key(n, s, strides, keep, path, not runner.direct and arrays[3].size > 0)
     plan = plans.get(key)
     if plan is None or plan.generation != _tuning.GENERATION:
         plan = _kept(plans, key, Plan(runner, arrays, n, s, strides, keep, path))
@@ -300,30 +299,30 @@ def plan_of(runner, arrays, lengths, cell):
     ):
         return None
     X = arrays[0]
-    return _plan_of_shape(runner, X.shape[0], 1 if cell else X.shape[1], 0)
+    return runner.plans.__dict__.get(_key(X.shape[0], 1 if cell else X.shape[1]))
 
 
-def _plan_of_shape(runner, n, s, keep):
-    """``runner``'s plan of N rows and S steps in the canonical layout, no path forced and no state
-    rows (``run_planned``'s key), or None."""
-    return runner.plans.__dict__.get((n, s, None, keep, None, False))
+def _key(n, s, strides=None, keep=0, path=None, rows=False):
+    """The key of a plan among its runner's plans of this thread (``run_planned``): N rows, S steps,
+    the layout (None: canonical), ``keep``, the path forced, and whether a pool's state rows come."""
+    return n, s, strides, keep, path, rows
 
 
 class StreamSteps:
     """What a stream (``_ops.Stream``, ``_stack.StackStream``) keeps between its chunks for the kernel
-    call: each row's steps left (``remaining``; ``started``: the rows with a step), the int64 array
-    of each row's steps of a chunk, and the plan of the last chunk. Without sequence_lengths
-    (``bounded`` False) every row runs every step: the array is refilled only when the chunk's
-    number of steps changes and nothing is counted, so that a frame loop spends no NumPy call on
-    them; the values are those ``remaining`` would give."""
+    call: each row's steps left (``remaining``; ``started``: the rows with a step) and the int64
+    array of each row's steps of a chunk. Without sequence_lengths (``bounded`` False) every row
+    runs every step: the array is refilled only when the chunk's number of steps changes and
+    nothing is counted, so that a frame loop spends no NumPy call on them; the values are those
+    ``remaining`` would give."""
 
-    __slots__ = ("remaining", "started", "_chunk", "_steps", "_bounded", "_plan", "_thread")
+    __slots__ = ("remaining", "started", "_chunk", "_steps", "_bounded")
 
     def __init__(self, lengths, bounded):
         self.remaining = lengths.astype(np.int64)
         self.started = self.remaining > 0
         self._chunk = np.zeros(len(lengths), np.int64)  # kept: a chunk allocates nothing
-        self._steps, self._bounded, self._plan, self._thread = -1, bounded, None, None
+        self._steps, self._bounded = -1, bounded
 
     def chunk(self, s):
         """Each row's steps of the next chunk of ``s`` steps (the stream's lengths for the call)."""
@@ -336,15 +335,13 @@ class StreamSteps:
 
     def run(self, runner, n, s, arrays):
         """Run a checked chunk: ``arrays`` as ``runner.run`` takes them (X, h0, lengths, state_rows,
-        att, y, ho) with ``chunk``'s lengths, through the plan of the last chunk when the chunk fits it
-        (``Plan.__call__``: no checks) on the thread that made it (a plan's scratch is its thread's: a
-        stream fed from another thread takes that thread's plan), else ``runner.run``, whose plan is
-        then kept; then the steps fed are counted."""
+        att, y, ho) with ``chunk``'s lengths, through the calling thread's plan of a chunk of this
+        shape when there is one and the chunk fits it (``Plan.__call__``: no checks), else
+        ``runner.run``, which makes it; then the steps fed are counted."""
         X, h0, lengths, _, att, y, ho = arrays
-        plan, thread = self._plan, threading.get_ident()
-        if plan is None or thread != self._thread or plan(X, h0, lengths, att, (y, ho)) is None:
+        plan = runner.plans.__dict__.get(_key(n, s, keep=1))
+        if plan is None or plan(X, h0, lengths, att, (y, ho)) is None:
             runner.run(n, s, arrays, keep=True)
-            self._plan, self._thread = _plan_of_shape(runner, n, s, 1), thread
         if self._bounded:
             self.remaining -= lengths
 

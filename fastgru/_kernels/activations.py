@@ -92,6 +92,13 @@ def fmuladd(a, b, c):
     return a * b + c
 
 
+def fma(a, b, c):
+    """a·b + c rounded once (float32): in compiled code on every target (the processor's FMA, or
+    libm's); in Python through float64, which can round twice (NUMBA_DISABLE_JIT runs are for
+    coverage, not bits)."""
+    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+
+
 @intrinsic
 def _float_bits(typingctx, x):
     if x != types.float32:
@@ -115,24 +122,32 @@ def _bits_float(typingctx, bits):
     return types.float32(bits), codegen
 
 
-@intrinsic
-def _fmuladd(typingctx, a, b, c):
-    if not (a == b == c == types.float32):
-        return None
+def _float32_call(name):
+    """An intrinsic of three float32 that calls LLVM's ``name`` (``llvm.fmuladd``, ``llvm.fma``)."""
 
-    def codegen(context, builder, signature, args):
-        f32 = ir.FloatType()
-        fn = builder.module.declare_intrinsic("llvm.fmuladd", [f32], ir.FunctionType(f32, [f32, f32, f32]))
-        return builder.call(fn, args)
+    @intrinsic
+    def call(typingctx, a, b, c):
+        if not (a == b == c == types.float32):
+            return None
 
-    return types.float32(a, b, c), codegen
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            fn = builder.module.declare_intrinsic(name, [f32], ir.FunctionType(f32, [f32, f32, f32]))
+            return builder.call(fn, args)
+
+        return types.float32(a, b, c), codegen
+
+    return call
 
 
-# Compiled code: a bitcast (free in a vector register), and LLVM's multiply-add, fused wherever the
-# processor has FMA, whatever the code around it (a product and a sum may or may not be contracted).
+# Compiled code: a bitcast (free in a vector register); LLVM's multiply-add, fused wherever the
+# processor has FMA, whatever the code around it (a product and a sum may or may not be contracted);
+# and LLVM's fused multiply-add, rounded once on every target (the matrix tiles' twins).
+_fmuladd, _fma = _float32_call("llvm.fmuladd"), _float32_call("llvm.fma")
 overload(float_bits)(lambda x: lambda x: _float_bits(x))
 overload(bits_float)(lambda bits: lambda bits: _bits_float(bits))
 overload(fmuladd)(lambda a, b, c: lambda a, b, c: _fmuladd(a, b, c))
+overload(fma)(lambda a, b, c: lambda a, b, c: _fma(a, b, c))
 
 
 @register_jitable(**JIT_OPTIONS)

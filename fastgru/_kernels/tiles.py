@@ -34,12 +34,9 @@ The products:
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic, overload
 
 from .._config import kernel
-from .activations import bits_float, float_bits
+from .activations import bits_float, float_bits, fma
 from .microkernel import INT8_PAIRS_PER_SUM
 
 #: Rows of a tile (of A and C; of B: pairs of K), float32 columns of C's tile, pairs of K in
@@ -52,29 +49,6 @@ TILE_PAIRS = 16
 TILE_QUADS = 16
 
 _SMALLEST_NORMAL = np.float32(2.0**-126)
-
-
-def fma(a, b, c):
-    """a·b + c rounded once (float32); exact in compiled code, in Python through float64 (which can
-    round twice: NUMBA_DISABLE_JIT runs are for coverage, not bits)."""
-    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
-
-
-@intrinsic
-def _fma(typingctx, a, b, c):
-    if not (a == b == c == types.float32):
-        return None
-
-    def codegen(context, builder, signature, args):
-        f32 = ir.FloatType()
-        fn = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
-        return builder.call(fn, args)
-
-    return types.float32(a, b, c), codegen
-
-
-# Compiled code: LLVM's fused multiply-add, rounded once on every target (hardware or libm).
-overload(fma)(lambda a, b, c: lambda a, b, c: _fma(a, b, c))
 
 
 @kernel(exact=True)
