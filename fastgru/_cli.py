@@ -25,7 +25,7 @@ def info():
     import fastgru
 
     from ._config import CACHE, CACHE_DIR, cache_root, cached_counts, compile_counts
-    from ._isa import TILES, TILES_NOTE, describe
+    from ._isa import TILE_KERNELS, TILES_NOTE, describe
     from ._partner import PARTNER, SPIN_US, off_reason
     from ._threading import BUDGET, start_pool
 
@@ -48,7 +48,9 @@ def info():
         "cpu": f"{llvm.get_host_cpu_name()}, {os.cpu_count()} logical cores",
         "simd": f"{simd.upper()} (this CPU's widest vector instructions)",
         "geometry": f"{describe()} (FASTGRU_ISA={os.environ.get('FASTGRU_ISA', '') or 'auto'})",
-        "matrix tiles": "used (AMX)" if TILES else f"not used: {TILES_NOTE}",
+        "matrix tiles": {"native": "used (AMX)", "twin": f"used: {TILES_NOTE}"}.get(
+            TILE_KERNELS, f"not used: {TILES_NOTE}"
+        ),
         "threads": f"{fastgru.get_num_threads()} for this thread; NUMBA_NUM_THREADS={BUDGET} for the process",
         "threading layer": _layer(start_pool()),
         "partner thread": (

@@ -16,6 +16,15 @@ every sum stay float32.
   C += s · Σ_k a_k q_k, with each product's A rounded per row to 16 bits where ``INT8_VNNI``
   (``tile_fma``). Weights must be finite.
 
+**Matrix tiles** (Intel AMX; ``_kernels/tiles.py``): where an op is prepared with tiles in use,
+the products of its calls of 16 rows or more (``TILE_MIN_ROWS``; ``_kernels/products.multiply``) run on them, A split into two
+bfloat16 terms (about 16 of its bits, as above), from copies of the weights in the tiles' layout
+kept after the bias (``tile_copies``): bfloat16 weights in two passes (hi·W' + lo·W'), and
+``"bfloat16x3"`` (``THREE_PASS``), float32 weights in three (hi·Whi + hi·Wlo + lo·Whi), near
+float32 (docs/semantics.md, "Matrix tiles"). Fewer rows, and ops prepared without tiles, compute as
+above; ``"bfloat16x3"`` without tiles is float32, bit for bit. int8 weights stay on the vector
+tiles for now.
+
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
 elements uint16 (a bfloat16's bits, each pair of vectors interleaved: ``microkernel.bf16_pairs``) or
 int8 (``microkernel.int8_panels``: a panel headed by its NR columns' float32 scales and, where
@@ -25,6 +34,8 @@ then the bias (D, 4, H) in float32, at the float32 offset ``layout.bias_start`` 
 
 import numpy as np
 
+from . import _isa
+from ._kernels import tiles
 from ._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, pack_weights
 from ._kernels.memory import aligned
 from ._kernels.microkernel import bf16_pairs, int8_panels
@@ -32,6 +43,16 @@ from ._validate import FastGRUError
 
 #: ``weight_dtype`` values: the element type the kernels read for each.
 FORMATS = {"bfloat16": np.dtype(np.uint16), "int8": np.dtype(np.int8)}
+#: The ``weight_dtype`` of the three-pass mode: float32 weights, multiplied on the matrix tiles as
+#: three bfloat16 products; exact float32 where tiles are not used.
+THREE_PASS = "bfloat16x3"
+#: Tile passes per ``weight_dtype`` that runs on the matrix tiles.
+TILE_PASSES = {"bfloat16": 2, THREE_PASS: 3}
+#: The fewest rows of a call whose products run on the matrix tiles: all of them, whatever the
+#: rows of each product (blocks of threads, rows past their length), so that a call's results
+#: depend on its number of rows only, not on its path. Fewer rows stay on the vector tiles, where
+#: a tile's work would mostly be padding.
+TILE_MIN_ROWS = 16
 
 _F32 = np.dtype(np.float32)
 
@@ -43,8 +64,8 @@ def check_weight_dtype(op, weight_dtype, dtype):
     if weight_dtype is None:
         return None
     name = getattr(weight_dtype, "name", weight_dtype)  # a NumPy or ml_dtypes dtype gives its name
-    if name not in FORMATS:
-        *names, last = ["None", *map(repr, FORMATS)]
+    if name not in FORMATS and name != THREE_PASS:
+        *names, last = ["None", *map(repr, [*FORMATS, THREE_PASS])]
         raise FastGRUError(f"{op}: weight_dtype must be {', '.join(names)} or {last}; got {weight_dtype!r}")
     if dtype == np.float64:
         raise FastGRUError(
@@ -119,6 +140,47 @@ def pack_compact(op, weight_dtype, W, R, B):
     out[:panels] = np.concatenate(parts)
     _bias_view(out, panels)[:] = full[at:]
     return out
+
+
+def tile_kernel(weight_dtype):
+    """The address of the tile kernel that an op of ``weight_dtype`` prepared now multiplies by, or 0
+    when its products do not run on the matrix tiles (``_isa.TILE_KERNELS``)."""
+    passes = TILE_PASSES.get(weight_dtype)
+    if passes is None or _isa.TILE_KERNELS is None:
+        return 0
+    if _isa.TILE_KERNELS == "twin":
+        return tiles.twin_address(passes)
+    raise NotImplementedError("native tile kernels")  # _isa.NATIVE_TILES is False: never reached
+
+
+def tile_copies(weight_dtype, W, R):
+    """The matrix tiles' copies of float32 W (D, 3H, I) and R (D, 3H, H) as ``layout.tile_starts``
+    lays them out, as bytes: W' and R' (``dequantized``) for bfloat16 weights; for ``THREE_PASS``
+    their high terms, then their low terms (``tiles.halves``)."""
+    if weight_dtype == "bfloat16":
+        W, R = rounded_to_bfloat16(W), rounded_to_bfloat16(R)
+    nr = PANEL_VECTORS * VECTOR_BYTES // _F32.itemsize
+    columns = -(-W.shape[1] // nr) * nr
+    highs, lows = [], []
+    for matrix in (W, R):
+        for d in range(matrix.shape[0]):
+            padded = np.zeros((columns, matrix.shape[2]), _F32)
+            padded[: matrix.shape[1]] = matrix[d]
+            hi, lo = tiles.split_rows(padded, matrix.shape[2])
+            highs.append(tiles.pack(hi.T))
+            lows.append(tiles.pack(lo.T))
+    parts = highs + (lows if TILE_PASSES[weight_dtype] == 3 else [])
+    return np.concatenate([part.reshape(-1).view(np.uint8) for part in parts])
+
+
+def with_tile_copies(weights, copies):
+    """(weights followed by ``copies`` from the next 64-byte line, the byte offset of the copies):
+    a new 64-byte aligned array of ``weights``' dtype."""
+    start = -(-weights.nbytes // 64) * 64
+    out = aligned(-(-(start + copies.size) // weights.itemsize), weights.dtype, zero=True)
+    out[: weights.size] = weights
+    out.view(np.uint8)[start : start + copies.size] = copies
+    return out, start
 
 
 def _float_size(n_dirs, n_inputs, n_hidden, n_panels, nr):

@@ -15,7 +15,15 @@ import numpy as np
 
 from . import _scratch
 from ._codes import REVERSED
-from ._compact import check_weight_dtype, pack_compact
+from ._compact import (
+    THREE_PASS,
+    TILE_MIN_ROWS,
+    check_weight_dtype,
+    pack_compact,
+    tile_copies,
+    tile_kernel,
+    with_tile_copies,
+)
 from ._kernels.layout import CALL_FIELDS, pack_weights, packed_size
 from ._kernels.memory import aligned
 from ._plan import LENGTH_DTYPES, NO_ROWS, plan_of, run_planned
@@ -94,12 +102,18 @@ class Packed:
         self._describe(spec)
         ct, h, d, i = self.compute_dtype, self.n_hidden, self.n_dirs, self.n_inputs
         W, R, B = packing_inputs(spec, W, R, B)
-        if weight_dtype is None:
+        if weight_dtype in (None, THREE_PASS):
             self.weights = aligned(packed_size(d, i, h, ct.itemsize), ct)
             pack_weights(W, R, B, self.weights)
         else:  # bfloat16 or int8 (``_compact``)
             self.weights = pack_compact(spec.op, weight_dtype, W, R, B)
-        #: What the kernels read W and R as: 'float32', 'float64', 'bfloat16' or 'int8'.
+        tile_call = tile_kernel(weight_dtype)
+        if tile_call:  # products of 16 rows or more on the matrix tiles (``_compact``)
+            copies = tile_copies(weight_dtype, W, R)
+            self.weights, offset = with_tile_copies(self.weights, copies)
+            self._attributes.update(tiles=offset, tile_call=tile_call)
+        #: What the kernels read W and R as: 'float32', 'float64', 'bfloat16' or 'int8' ('bfloat16x3':
+        #: float32, and three bfloat16 products on the matrix tiles).
         self.weight_dtype = weight_dtype or ct.name
         #: The element type of the weights, which picks the drivers' callbacks.
         self.like = self.weights[:0]
@@ -120,6 +134,8 @@ class Packed:
             "lbr": int(spec.linear_before_reset),
             "f_code": spec.f_code,
             "g_code": spec.g_code,
+            "tiles": 0,  # no matrix tiles (``__init__`` sets them)
+            "tile_call": 0,
         }
         self._cell = spec.layout == "cell"
         self._native = spec.dtype == ct
@@ -203,6 +219,8 @@ class Packed:
         strides = dict(strides) if strides else canonical_strides(self.n_dirs, s, self.n_inputs, self.n_hidden)
         fields = {**self._attributes, **strides, "n_rows": n, "seq_length": s, "keep": keep, "hoist": int(hoist)}
         fields.update(wait=0, post=0)  # no wavefront: a stack's plan sets them in its own copy
+        if n < TILE_MIN_ROWS:  # fewer rows stay on the vector tiles (``_compact``)
+            fields["tile_call"] = 0
         return np.array([fields[name] for name in CALL_FIELDS], dtype=_I64)
 
     def savings(self):

@@ -223,17 +223,23 @@ def tile_permission():
 
 
 def tile_status(switch, host, targets_host, native, permission):
-    """(used, why not) of the matrix tiles: FASTGRU_TILES=``switch`` ('', 'auto' or 'off'), ``host``
-    LLVM's feature map of this CPU, ``targets_host`` whether the kernels compile for this CPU's own
-    model (tile code is never compiled for another target, a portable level included), ``native``
-    whether tile kernels exist, ``permission`` the call that asks Linux (made last, only when the
-    rest allows the tiles). FastGRUError for another switch."""
+    """(used, why not) of the matrix tiles: FASTGRU_TILES=``switch`` ('', 'auto', 'off' or 'twin'),
+    ``host`` LLVM's feature map of this CPU, ``targets_host`` whether the kernels compile for this
+    CPU's own model (tile code is never compiled for another target, a portable level included),
+    ``native`` whether tile kernels exist, ``permission`` the call that asks Linux (made last, only
+    when the rest allows the tiles). 'twin' runs the tiles' twins (``_kernels/tiles.py``: their
+    arithmetic in scalar code, slow) on any CPU, to test the products' road. FastGRUError for
+    another switch."""
     name = switch.strip().lower() or "auto"
-    if name not in ("auto", "off"):
-        raise FastGRUError(f"FASTGRU_TILES is {switch!r}; expected auto or off")
+    if name not in ("auto", "off", "twin"):
+        raise FastGRUError(f"FASTGRU_TILES is {switch!r}; expected auto, off or twin")
     lacking = [feature for feature in AMX_FEATURES if not host.get(feature)]
     if name == "off":
         return False, "off (FASTGRU_TILES=off)"
+    if name == "twin":
+        if numba.config.DISABLE_JIT:
+            return False, "the twins (FASTGRU_TILES=twin) need Numba's JIT"
+        return True, "the twins (FASTGRU_TILES=twin): the tiles' arithmetic in scalar code, slow, for tests"
     if lacking:
         return False, f"this CPU has no {', '.join(lacking)}"
     if not targets_host:
@@ -246,13 +252,17 @@ def tile_status(switch, host, targets_host, native, permission):
 
 
 #: Whether products run on the matrix tiles, and why not (docs/tuning.md, "Matrix tiles").
+_TILE_SWITCH = os.environ.get("FASTGRU_TILES", "")
 TILES, TILES_NOTE = tile_status(
-    os.environ.get("FASTGRU_TILES", ""),
+    _TILE_SWITCH,
     _HOST,
     CPU_MODE == "host" and numba.config.CPU_NAME is None and numba.config.CPU_FEATURES is None,
     NATIVE_TILES,
     tile_permission,
 )
+#: Which tile kernels ops prepared from now on multiply by: 'native', 'twin' or None (read when an op
+#: is made, ``_compact.tile_kernel``).
+TILE_KERNELS = ("twin" if _TILE_SWITCH.strip().lower() == "twin" else "native") if TILES else None
 
 
 def describe():

@@ -70,7 +70,7 @@ class _Prepared(Described):
     @property
     def weight_dtype(self) -> str:
         """What W and R are stored and read as: the compute dtype's name ('float32', 'float64'), or
-        'bfloat16' or 'int8' when the op was built with ``weight_dtype=``."""
+        'bfloat16', 'int8' or 'bfloat16x3' when the op was built with ``weight_dtype=``."""
         return self._packed.weight_dtype
 
     @property
@@ -141,7 +141,9 @@ class GRUCell(_Prepared):
     Ho (batch_size, hidden_size) of the weights' dtype, which may be initial_hidden_state itself.
     ``weight_dtype='bfloat16'`` or ``'int8'`` stores W and R in 2 or 1 bytes per weight, read and
     computed in float32 (float32, float16 or bfloat16 ops; docs/semantics.md, "Compact weights":
-    the error bounds); the default, None, keeps them exact.
+    the error bounds); the default, None, keeps them exact. ``weight_dtype='bfloat16x3'`` keeps
+    them exact too, and on a CPU with matrix tiles (Intel AMX) multiplies calls of 16 rows or more
+    as three bfloat16 products, near float32 (docs/semantics.md, "Matrix tiles").
 
     Examples
     --------

@@ -719,11 +719,13 @@ def optimize(model: torch.nn.Module, *, inplace: bool = False, weight_dtype: Opt
         Parameters; ``model`` is unchanged. True: ``model``'s GRUs are replaced in it, by modules
         holding the same Parameter objects (an optimizer over them, or later edits, still apply),
         and ``model`` is returned (or the new module when ``model`` is itself a GRU or GRUCell).
-    weight_dtype : {None, 'bfloat16', 'int8'}
+    weight_dtype : {None, 'bfloat16', 'int8', 'bfloat16x3'}
         How fastgru stores W and R: None (default) exact; 'bfloat16' or 'int8' (symmetric, one
         scale per row of each weight matrix), read and computed in float32, for float32, float16
         and bfloat16 Parameters (docs/semantics.md, "Compact weights": the error bounds). int8
-        here is dynamic int8 GRU inference without ``torch.ao.quantization``.
+        here is dynamic int8 GRU inference without ``torch.ao.quantization``. 'bfloat16x3':
+        exact weights, multiplied as three bfloat16 products on matrix tiles (Intel AMX) at 16
+        rows or more (docs/semantics.md, "Matrix tiles").
 
     Returns
     -------

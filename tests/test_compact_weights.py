@@ -289,8 +289,8 @@ def test_compact_weights_take_fewer_bytes_and_say_so(fmt, factor):
 @pytest.mark.parametrize(
     "weight_dtype, message",
     [
-        ("float16", "weight_dtype must be None, 'bfloat16' or 'int8'; got 'float16'"),
-        (8, "weight_dtype must be None, 'bfloat16' or 'int8'; got 8"),
+        ("float16", "weight_dtype must be None, 'bfloat16', 'int8' or 'bfloat16x3'; got 'float16'"),
+        (8, "weight_dtype must be None, 'bfloat16', 'int8' or 'bfloat16x3'; got 8"),
     ],
 )
 def test_bad_weight_dtypes_are_refused(weight_dtype, message):

@@ -270,15 +270,16 @@ def _never():
         (" Auto ", dict.fromkeys(_isa.AMX_FEATURES, True), True, False, _never, "twins only"),
         ("", dict.fromkeys(_isa.AMX_FEATURES, True), True, True, lambda: False, "Linux refused"),
         ("", dict.fromkeys(_isa.AMX_FEATURES, True), True, True, lambda: True, ""),
+        ("twin", {}, False, False, _never, "the twins (FASTGRU_TILES=twin)"),
     ],
 )
 def test_tile_status(switch, host, targets_host, native, permission, why):
     used, note = _isa.tile_status(switch, host, targets_host, native, permission)
-    assert used == (why == "") and why in note
+    assert used == (why == "" or switch == "twin") and why in note
 
 
 def test_tile_switch_refuses_other_values():
-    with pytest.raises(FastGRUError, match="FASTGRU_TILES is 'on'; expected auto or off"):
+    with pytest.raises(FastGRUError, match="FASTGRU_TILES is 'on'; expected auto, off or twin"):
         _isa.tile_status("on", {}, True, True, _never)
 
 

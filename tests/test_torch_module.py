@@ -892,5 +892,5 @@ def test_optimize_with_compact_weights(weight_dtype):
     np.testing.assert_allclose(cell.numpy(), cell_want.numpy(), atol=3e-2)
     for g, t in zip(got, traced, strict=True):
         assert torch.equal(g, t)
-    with pytest.raises(ValueError, match="weight_dtype must be None, 'bfloat16' or 'int8'; got 'int4'"):
+    with pytest.raises(ValueError, match="weight_dtype must be None, 'bfloat16', 'int8' or 'bfloat16x3'; got 'int4'"):
         fastgru.torch.optimize(model, weight_dtype="int4")

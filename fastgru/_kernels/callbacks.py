@@ -89,6 +89,31 @@ def call_job(typingctx, address, jobs, at):
     return types.int64(address, jobs, at), codegen
 
 
+@intrinsic
+def call_tile(typingctx, address, c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes):
+    """Call the bfloat16 tile kernel at ``address`` (``tiles.TILE_SIGNATURE``: the native one of
+    ``amx.bf16_tile`` or its twin), every argument an integer: the addresses c, a0, a1, b0, b1 as
+    pointers, m, n_bytes and last_bytes as 16-bit integers."""
+    if not all(isinstance(arg, types.Integer) for arg in (address, c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles)):
+        return None
+    if not isinstance(last_bytes, types.Integer):
+        return None
+    pointer, i16, i64 = ir.IntType(8).as_pointer(), ir.IntType(16), ir.IntType(64)
+    kinds = (pointer, i64, pointer, pointer, i64, pointer, pointer, i16, i16, i64, i16)
+
+    def codegen(context, builder, signature, args):
+        function = ir.FunctionType(ir.VoidType(), kinds)
+        target = builder.inttoptr(args[0], function.as_pointer())
+        values = [
+            builder.inttoptr(value, kind) if kind == pointer else builder.trunc(value, kind) if kind == i16 else value
+            for value, kind in zip(args[1:], kinds)
+        ]
+        builder.call(target, values)
+        return context.get_dummy_value()
+
+    return types.none(*(types.int64,) * 12), codegen
+
+
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): nothing compiles, so a callback's address
     # is its Python function's id, which call_job looks up and calls with a ctypes pointer to the job
     _BY_ADDRESS = {}

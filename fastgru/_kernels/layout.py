@@ -16,13 +16,16 @@ att        AUGRU attention scores a, row b, step t at b*S + t; empty for a plain
 y          output; row b, direction d, step t, unit j at ``b*y_row + d*y_dir + t*y_step + j``, every
            element written (zero past each row's length). When S is 1 and y is ho, the cell's case,
            it is written twice with the same values.
-weights    ``pack_weights``' flat array: Wᵀ, then Rᵀ, in panels, then the bias (D, 4, H).
+weights    ``pack_weights``' flat array: Wᵀ, then Rᵀ, in panels, then the bias (D, 4, H); for
+           the matrix tiles, then their copies of Wᵀ and Rᵀ (``tile_starts``).
 call       the descriptor: sizes, attributes (reverse: bit d set when direction d runs t = L-1,
            ..., 0; lbr; f and g activation codes; keep: a row of length 0 keeps its initial state in
            ho, for streams and pools, instead of zero; hoist: a task computes X·Wᵀ + bias for all its
            rows and steps first), strides, and a stack's wavefront (``entry.py``): wait, the
            address of an int64 counter that step s waits to exceed s before it reads X (0: none);
-           post, that of one it sets to s + 1 once step s's Y is written (0: none).
+           post, that of one it sets to s + 1 once step s's Y is written (0: none); the matrix
+           tiles: tiles, the byte offset in ``weights`` of their copies of the weights (0: none),
+           and tile_call, the address of the tile kernel that multiplies by them (``tile_starts``).
 clip       float: clip (0: none).
 work,iwork the task's float and int64 scratch (``rows_scratch``, ``split_scratch``).
 
@@ -49,7 +52,7 @@ VECTOR_BYTES = GEOMETRY.vector_bytes
 #: The call descriptor's fields, in order.
 CALL_FIELDS = (
     "n_rows seq_length n_inputs n_hidden n_dirs reverse lbr f_code g_code keep hoist "
-    "x_row x_step y_row y_dir y_step s_row s_dir wait post"
+    "x_row x_step y_row y_dir y_step s_row s_dir wait post tiles tile_call"
 ).split()
 Call = namedtuple("Call", CALL_FIELDS)
 #: Where each field sits in the descriptor array (CALL["hoist"] is the index of hoist).
@@ -60,7 +63,8 @@ CALL = {name: i for i, name in enumerate(CALL_FIELDS)}
 Panels = namedtuple("Panels", "nr n p1 p2")
 
 #: Offsets in the float scratch of ``rows.run_serial``: products C (z, r and, for
-#: linear_before_reset, h) and C2 (h otherwise), packed rows A, r ⊙ H rows M, states, X·Wᵀ + bias,
+#: linear_before_reset, h) and C2 (h otherwise), packed rows A (or, for the matrix tiles, their
+#: two bfloat16 terms: a row's K in ceil(K/2) elements each), r ⊙ H rows M, states, X·Wᵀ + bias,
 #: the end.
 RowsScratch = namedtuple("RowsScratch", "c c2 a m state xg end")
 #: Offsets in its int64 scratch: rows by decreasing length, the chunk's times, row offsets for
@@ -99,6 +103,8 @@ def read_call(call):
         call[17],
         call[18],
         call[19],
+        call[20],
+        call[21],
     )
 
 
@@ -145,6 +151,20 @@ def bias_start(c, d, nr, n_panels, weights, itemsize):
 
 
 @kernel()
+def tile_starts(c, d, n_panels, nr):
+    """(Wᵀ's, Rᵀ's, the low terms' distance): where direction d's copies of Wᵀ and Rᵀ for the matrix
+    tiles start, in bytes from the weights' first, and how far each low term's copy lies after its
+    high term's. The copies (``_compact.tile_copies``) follow the bias from the byte offset c.tiles:
+    Wᵀ of each direction, then Rᵀ of each, each in ``tiles.pack``'s layout (16 columns of
+    ceil(K/2) rows of 64 bytes per tile of columns, the P·NR columns of the panels); then the
+    same of the low terms for the three-pass mode."""
+    columns = n_panels * nr // 16
+    w_bytes, r_bytes = columns * ((c.n_inputs + 1) // 2) * 64, columns * ((c.n_hidden + 1) // 2) * 64
+    w_at = c.tiles + d * w_bytes
+    return w_at, c.tiles + c.n_dirs * w_bytes + d * r_bytes, c.n_dirs * (w_bytes + r_bytes)
+
+
+@kernel()
 def state_at(c, state_rows, b, d):
     """Where row b's state of direction d starts in h0 and ho."""
     r = load(state_rows, b) if state_rows.size > 0 else b
@@ -159,7 +179,7 @@ def rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize, chunk_
     packed_rows = min(chunk_rows, n_rows * seq_length) if hoist else chunk
     o_c2 = _lines(chunk * p.n * p.nr, itemsize)
     o_a = o_c2 + _lines(chunk * (p.n - p.p2) * p.nr, itemsize)
-    o_m = o_a + _lines(max(n_hidden, n_inputs, 1) * max(packed_rows, 1), itemsize)
+    o_m = o_a + _lines((max(n_hidden, n_inputs) + 1) * max(packed_rows, 1), itemsize)  # + 1: a pair's pad
     o_state = o_m + _lines(chunk * n_hidden, itemsize)
     o_xg = o_state + _lines(n_rows * n_hidden, itemsize)
     o_end = o_xg + _lines((n_rows * seq_length if hoist else chunk) * p.n * p.nr, itemsize)

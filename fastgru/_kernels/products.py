@@ -13,7 +13,11 @@ from .._config import JIT_OPTIONS, kernel
 from .._isa import GEOMETRY
 from .layout import panel_size
 from .memory import load, load_as, store
+from .atomics import address_of
+from .activations import bits_float
+from .callbacks import call_tile
 from .microkernel import tile_fma
+from .tiles import TILE_COLUMNS, TILE_ROWS, halves
 
 #: The geometry's tiles (rows, panels), largest first; the last has one row. Read when the
 #: kernels compile: tile_fma takes them as literals.
@@ -116,12 +120,72 @@ def product_rows(c, a, panels, n, at):
 
 
 @kernel()
-def project(X, iwork, weights, out, a, at):
+def multiply(c, a, src, iwork, weights, n, at, tiles):
+    """C[i, (p - p0)*NR ...] += row i of ``src`` · panel p for the n rows whose offsets in ``src``
+    ``iwork`` holds from ``offsets`` and the panels p0..p1; ``at`` = (c0, ldc, a0, base, k_len, p0,
+    p1, NR, offsets), as ``product_rows``' with the rows packed into ``a`` from a0. ``tiles`` = (the
+    tile kernel's address, where its copy of this matrix starts in ``weights``, in bytes, the low
+    terms' distance; ``layout.tile_starts``): with a kernel (the descriptor's tile_call: a call of
+    ``_compact.TILE_MIN_ROWS`` rows or more of an op with tiles), the rows go to the matrix tiles
+    (``on_tiles``), else to the vector tiles. Either way a row's result depends on nothing else
+    of the call."""
+    c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
+    if tiles[0] != 0:
+        on_tiles(c, a, src, iwork, weights, n, at, tiles)
+    else:
+        pack(a, a0, src, iwork, offsets, n, k_len)
+        product_rows(c, a, weights, n, (c0, ldc, a0, base, k_len, p0, p1, nr))
+
+
+@kernel()
+def on_tiles(c, a, src, iwork, weights, n, at, tiles):
+    """``multiply`` on the matrix tiles: each row split into two bfloat16 terms, hi + lo (``tiles.split``'s),
+    written to ``a`` from a0 as rows of ceil(k_len / 2) pairs, hi's rows then lo's; then for each
+    tile of 16 columns of C, each tile of 16 rows (the last partial) by the tile kernel at
+    tiles[0], which adds hi·B + lo·B (and hi·B_lo, the three-pass mode's) tile of K by tile of K.
+    Float32 only: ``a``'s elements hold a pair of bfloat16 each."""
+    c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
+    call, b_at, lo = tiles
+    pairs = (k_len + 1) // 2
+    lo0 = a0 + n * pairs
+    for i in range(n):
+        row = load(iwork, offsets + i)
+        for p in range(pairs):
+            even_hi, even_lo = halves(load(src, row + 2 * p))
+            odd_hi, odd_lo = halves(load(src, row + 2 * p + 1)) if 2 * p + 1 < k_len else (0, 0)
+            store(a, a0 + i * pairs + p, bits_float(even_hi | (odd_hi << 16)))
+            store(a, lo0 + i * pairs + p, bits_float(even_lo | (odd_lo << 16)))
+    lda, size = 4 * pairs, a.itemsize
+    c_at, a_at = address_of(c) + c0 * c.itemsize, address_of(a) + a0 * size
+    b0 = address_of(weights) + b_at + p0 * nr // TILE_COLUMNS * pairs * 64
+    for t in range((p1 - p0) * nr // TILE_COLUMNS):
+        b = b0 + t * pairs * 64
+        for m0 in range(0, n, TILE_ROWS):
+            rows = min(TILE_ROWS, n - m0)
+            at_c, at_a = c_at + (m0 * ldc + t * TILE_COLUMNS) * c.itemsize, a_at + m0 * lda
+            call_tile(
+                call,
+                at_c,
+                ldc * c.itemsize,
+                at_a,
+                at_a + n * lda,
+                lda,
+                b,
+                b + lo,
+                rows,
+                64,
+                pairs // 16,
+                4 * (pairs % 16),
+            )
+
+
+@kernel()
+def project(X, iwork, weights, out, a, at, tiles):
     """The input gates X·Wᵀ + bias of n ≤ CHUNK_ROWS rows, for the columns of panels p0..p1; ``at`` =
     (offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, NR): row i at
     X[iwork[offsets + i]], n_inputs long; Wᵀ's panels at w_base and the bias [Bz, Br, Bh|Wbh] at
-    bias_at in ``weights``; row i to out[o0 + i*ldc + col]; the packed rows at a0 in ``a``. The
-    padding past 3H is zero."""
+    bias_at in ``weights``; row i to out[o0 + i*ldc + col]; the packed rows at a0 in ``a``; ``tiles``
+    ``multiply``'s, for Wᵀ. The padding past 3H is zero."""
     offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, nr = at
     gate_cols = 3 * n_hidden
     c0, c1 = p0 * nr, p1 * nr
@@ -131,5 +195,4 @@ def project(X, iwork, weights, out, a, at):
             store(out, row + col, load_as(weights, bias_at + col, out))
         for col in range(max(c0, gate_cols), c1):
             store(out, row + col, 0)  # padding: computed, never read
-    pack(a, a0, X, iwork, offsets, n, n_inputs)
-    product_rows(out, a, weights, n, (o0 + c0, ldc, a0, w_base, n_inputs, p0, p1, nr))
+    multiply(out, a, X, iwork, weights, n, (o0 + c0, ldc, a0, w_base, n_inputs, p0, p1, nr, offsets), tiles)

@@ -30,9 +30,9 @@ from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
 from .callbacks import LIKE, WEIGHTS_LIKE, call_job, driver
 from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
-from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, w_start
+from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, tile_starts, w_start
 from .memory import LINE_BYTES, load, store
-from .products import pack, product_rows, project
+from .products import multiply, project
 from .stages import finish_row
 from .step import Rows, Step, candidate, gates, whole
 
@@ -88,8 +88,10 @@ def run_serial(address):
     waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
     whole_gates, whole_units = whole(c.lbr, n_hidden, p)
     for d in range(d0, d1):
-        at = d, w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
-        r_base = r_start(c, d, p.nr, p.n, weights)
+        w_tiles, r_tiles, lo_tiles = tile_starts(c, d, p.n, p.nr)  # for the matrix tiles (``products.multiply``)
+        w_base, bias_at = w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
+        at = d, w_base, bias_at, (c.tile_call, w_tiles, lo_tiles)
+        r_at = r_start(c, d, p.nr, p.n, weights), (c.tile_call, r_tiles, lo_tiles)
         order_rows(lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
         for i in range(n_rows):  # the initial states, in that order
             h0_at = state_at(c, state_rows, load(iwork, io.order + i), d)
@@ -102,7 +104,7 @@ def run_serial(address):
                 for r in range(n):
                     b, s = lo + (r0 + r) // seq_length, (r0 + r) % seq_length
                     store(iwork, io.offsets + r, b * c.x_row + s * c.x_step)
-                _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + r0 * ldc))
+                _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + r0 * ldc), at[3])
         running = n_rows  # the rows still running at step s: a prefix of the order
         for s in range(seq_length):
             while running > 0 and lengths[load(iwork, io.order + running - 1)] <= s:
@@ -120,12 +122,12 @@ def run_serial(address):
                         n = min(CHUNK_ROWS, s1 - t0)
                         for r in range(n):
                             store(iwork, io.offsets + r, (lo + i) * c.x_row + (t0 + r) * c.x_step)
-                        _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + (i * seq_length + t0) * ldc))
+                        _project(X, iwork, weights, w, t, (at[1], at[2], n, o.xg + (i * seq_length + t0) * ldc), at[3])
             for g0 in range(0, running, CHUNK_ROWS):
                 if not hoist:  # X_t·Wᵀ + bias of the chunk's rows, to xg's rows 0..n
                     _times(lengths, iwork, t, (d, s, g0, min(CHUNK_ROWS, running - g0)))
-                    _project(X, iwork, weights, w, t, (at[1], at[2], min(CHUNK_ROWS, running - g0), o.xg))
-                how = _chunk(lengths, iwork, t, (d, r_base, at[2], s, g0, min(CHUNK_ROWS, running - g0)))
+                    _project(X, iwork, weights, w, t, (at[1], at[2], min(CHUNK_ROWS, running - g0), o.xg), at[3])
+                how = _chunk(lengths, iwork, t, (d, r_at, at[2], s, g0, min(CHUNK_ROWS, running - g0)))
                 gates(w, weights, weights, iwork, rows_product, chunk_row, how, whole_gates)
                 candidate(w, weights, iwork, att, y, rows_product, chunk_row, how, whole_units)
             if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
@@ -163,13 +165,14 @@ def _task(job, like):
 
 
 @kernel(exact=True, inline=True)
-def _project(X, iwork, weights, w, t, at):
+def _project(X, iwork, weights, w, t, at, tiles):
     """X·Wᵀ + bias of the n rows whose offsets in X ``iwork`` holds at ``io.offsets``, to xg's rows from
-    ``xg`` on; ``at`` = (w_base, bias_at, n, xg): where direction d's panels of Wᵀ and its bias start."""
+    ``xg`` on; ``at`` = (w_base, bias_at, n, xg): where direction d's panels of Wᵀ and its bias start;
+    ``tiles`` ``products.multiply``'s for Wᵀ."""
     c, p = t.c, t.p
     w_base, bias_at, n, xg = at
     rows = t.io.offsets, n, w_base, bias_at, c.n_inputs, c.n_hidden
-    project(X, iwork, weights, w, w, (*rows, xg, p.n * p.nr, t.o.a, np.int64(0), p.n, p.nr))
+    project(X, iwork, weights, w, w, (*rows, xg, p.n * p.nr, t.o.a, np.int64(0), p.n, p.nr), tiles)
 
 
 @kernel(inline=True)
@@ -186,10 +189,11 @@ def _times(lengths, iwork, t, step):
 @kernel(inline=True)
 def _chunk(lengths, iwork, t, step):
     """The ``step.Step`` of step s of direction d for the rows g0..g0 + n of the order (``step`` = (d,
-    r_base, bias_at, s, g0, n): where direction d's Rᵀ and bias start in the packed weights), whose
+    (r_base, tiles), bias_at, s, g0, n): where direction d's Rᵀ and bias start in the packed weights,
+    and ``products.multiply``'s tiles for Rᵀ), whose
     X·Wᵀ + bias is in xg: the chunk's rows (``chunk_row``; their times are written first) and the
     packed weights (``rows_product``)."""
-    d, r_base, bias_at, s, g0, n = step
+    d, (r_base, tiles), bias_at, s, g0, n = step
     c, p, o, io = t.c, t.p, t.o, t.io
     n_hidden, nr, ldc = c.n_hidden, t.p.nr, t.p.n * t.p.nr
     rev = (c.reverse >> d) & 1
@@ -198,7 +202,7 @@ def _chunk(lengths, iwork, t, step):
         store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
     states = o.state + g0 * n_hidden
     rows = Rows(n, o.c, ldc, o.c2, (p.n - p.p2) * nr, o.m, states, states)
-    src = o.a, io.offsets, r_base, n_hidden, nr
+    src = o.a, io.offsets, r_base, n_hidden, nr, tiles
     at = io.order + g0, io.times, t.lo, c.seq_length, c.hoist, o.xg, ldc, d * c.y_dir, c.y_row, c.y_step
     return Step(c, rows, src, at, nr, p.p2 * nr, bias_at + 3 * n_hidden, t.clip_at)
 
@@ -219,12 +223,12 @@ def chunk_row(at, iwork, i):
 def rows_product(w, weights, iwork, src, to, a, n, panels):
     """``step.py``'s ``product`` of a chunk: C's n rows (``to`` = (row 0's column of panel q0, the
     row length)) += the rows of A, H apart from ``a`` in ``w``, · the panels [q0, q1) of the
-    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR))."""
-    a_at, offsets, r_base, k_len, nr = src
+    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR, the
+    tiles of ``products.multiply``))."""
+    a_at, offsets, r_base, k_len, nr, tiles = src
     for i in range(n):
         store(iwork, offsets + i, a + i * k_len)
-    pack(w, a_at, w, iwork, offsets, n, k_len)
-    product_rows(w, w, weights, n, (to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr))
+    multiply(w, w, w, iwork, weights, n, (to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr, offsets), tiles)
 
 
 @kernel()

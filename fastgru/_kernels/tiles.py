@@ -34,6 +34,7 @@ The products:
 """
 
 import numpy as np
+from numba import carray, types
 
 from .._config import kernel
 from .activations import bits_float, float_bits, fma
@@ -105,22 +106,28 @@ def bfloat16_bits(x):
 
 
 @kernel(exact=True)
+def halves(x):
+    """(hi, lo): float32 x as two bfloat16 terms (bits as int64), hi = bfloat16_bits(x), lo =
+    bfloat16_bits(x - hi), or zero where x is not finite. x - hi is exact, so hi + lo differs from
+    x by at most 2⁻⁹ of x - hi, 2⁻¹⁷ of |x| (2⁻¹⁶ where x, near float32's largest, is truncated)."""
+    x = np.float32(x)
+    high = bfloat16_bits(x)
+    if abs(x) != np.inf and x == x:
+        return high, bfloat16_bits(x - bfloat16_value(high))
+    return high, np.int64(0)
+
+
+@kernel(exact=True)
 def split(a, hi, lo):
-    """A (M, K) float32 as two bfloat16 terms, hi + lo (M, ≥ K uint16; the rest of each row is set to
-    zero): hi = bfloat16_bits(a), lo = bfloat16_bits(a - hi), or zero where a is not finite. a - hi
-    is exact, so hi + lo differs from a by at most 2⁻⁹ of a - hi, 2⁻¹⁷ of |a| (2⁻¹⁶ where a, near
-    float32's largest, is truncated)."""
+    """A (M, K) float32 as two bfloat16 terms, ``halves`` of each element, into hi and lo (M, ≥ K
+    uint16; the rest of each row is set to zero)."""
     rows, k = a.shape
     for i in range(rows):
         for j in range(hi.shape[1]):
             hi[i, j] = 0
             lo[i, j] = 0
         for j in range(k):
-            x = a[i, j]
-            high = bfloat16_bits(x)
-            hi[i, j] = high
-            if abs(x) != np.inf and x == x:
-                lo[i, j] = bfloat16_bits(x - bfloat16_value(high))
+            hi[i, j], lo[i, j] = halves(a[i, j])
 
 
 @kernel(exact=True)
@@ -308,3 +315,60 @@ def int8_matmul(a, q, scales, c=None):
     c = np.zeros((a.shape[0], q.shape[1]), np.float32) if c is None else c
     int8_product(c, a, high, low, steps, packed, sums, q, np.ascontiguousarray(scales, np.float32))
     return c
+
+
+# ---------------------------------------------------------------------------- the twins by address
+#: The C signature of a bfloat16 tile kernel, the native one's (``amx.bf16_tile``): (c, ldc, a0, a1,
+#: lda, b0, b1, m, n_bytes, k_tiles, last_bytes), strides in bytes. The drivers call it by address
+#: (``callbacks.call_tile``), whichever of the native kernel and the twin it is.
+TILE_SIGNATURE = types.void(
+    types.voidptr, types.int64, types.voidptr, types.voidptr, types.int64, types.voidptr, types.voidptr,
+    types.int16, types.int16, types.int64, types.int16,
+)  # fmt: skip
+
+#: The terms of each tile kernel: (which A, which B) per TDPBF16PS of a tile of K, in order. Two for
+#: bfloat16 weights (hi·W', lo·W'), three for the three-pass mode (hi·Whi, hi·Wlo, lo·Whi).
+TWO_TERMS, THREE_TERMS = ((0, 0), (1, 0)), ((0, 0), (0, 1), (1, 0))
+
+
+@kernel(exact=True, inline=True)
+def _tile_twin(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes, terms):
+    """What ``amx.bf16_tile`` computes, by ``dpbf16ps``'s arithmetic: C's tile (m rows of n_bytes,
+    ldc bytes apart) += for each tile of K (16 pairs, the last ``last_bytes`` wide), each term's
+    A tile (m rows, lda bytes apart; a pair per 4 bytes) by its B tile (a row of 16 pairs per 64
+    bytes)."""
+    columns, pairs = np.int64(n_bytes) // 4, np.int64(k_tiles) * TILE_PAIRS + np.int64(last_bytes) // 4
+    rows, a_row, c_row = np.int64(m), lda // 2, ldc // 4
+    span = (rows - 1) * a_row + 2 * pairs
+    cs = carray(c, ((rows - 1) * c_row + columns,), np.float32)
+    a = (carray(a0, (span,), np.uint16), carray(a1, (span,), np.uint16))
+    b = (carray(b0, (pairs * 32,), np.uint16), carray(b1, (pairs * 32,), np.uint16))
+    for r in range(rows):
+        for j in range(columns):
+            acc = flushed(cs[r * c_row + j])
+            for p0 in range(0, pairs, TILE_PAIRS):
+                for ai, bi in terms:
+                    for p in range(p0, min(p0 + TILE_PAIRS, pairs)):
+                        acc = accumulate(acc, a[ai][r * a_row + 2 * p], b[bi][p * 32 + 2 * j])
+                        acc = accumulate(acc, a[ai][r * a_row + 2 * p + 1], b[bi][p * 32 + 2 * j + 1])
+            cs[r * c_row + j] = acc
+
+
+def _twin_bf16_2(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes):
+    _tile_twin(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes, TWO_TERMS)
+
+
+def _twin_bf16_3(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes):
+    _tile_twin(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes, THREE_TERMS)
+
+
+_TWINS = {2: _twin_bf16_2, 3: _twin_bf16_3}
+_twin_callbacks = {}
+
+
+def twin_address(terms):
+    """The address of the twin of the bfloat16 tile kernel of ``terms`` (2 or 3) terms, a C callback
+    of TILE_SIGNATURE compiled (or loaded from the cache) on first use: scalar code, for tests."""
+    if terms not in _twin_callbacks:
+        _twin_callbacks[terms] = kernel(exact=True, callback=TILE_SIGNATURE)(_TWINS[terms])
+    return _twin_callbacks[terms].address

@@ -1,0 +1,158 @@
+"""The matrix tiles on the ops' road (``_kernels/products.multiply``), through the twins on every CPU:
+ops prepared with tiles in use (``_isa.TILE_KERNELS``, 'twin' here) run every product of a call of
+16 rows or more on the tile kernel, from the weights' tile copies, with A split into two bfloat16
+terms. Checked: the results against the NumPy reference whose products are the tiles' (so the
+copies, the split, the tile loops and their tails are the twins'), across attributes, directions,
+AUGRU and sequence lengths; the same bits on every path, in plans, streams, pools and stacks (a
+row's result depends on nothing else of the call); calls of fewer rows, and ops prepared without
+tiles, give today's bits; the three-pass mode is float32 bit for bit without tiles."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from conftest import on_every_path
+from test_tiles import _tile_product
+
+import fastgru
+from fastgru import _isa, reference
+from fastgru._compact import TILE_MIN_ROWS, dequantized
+
+#: |fastgru - the reference on the tiles' products|: the two sum the bias and the gates in another
+#: order (float32 roundings, a few units in the last place of values of order 1), far below what the
+#: tiles change (A kept to 16 bits: 4e-6 for the three-pass mode at these shapes, 2e-3 for bfloat16).
+ATOL = 2e-6
+
+
+@pytest.fixture
+def twins(monkeypatch):
+    """Ops prepared in the test run their products on the tiles' twins."""
+    monkeypatch.setattr(_isa, "TILE_KERNELS", "twin")
+
+
+def _weights(rng, d, h, i, lbr):
+    bound = 1 / math.sqrt(h)
+    shapes = ((d, 3 * h, i), (d, 3 * h, h), (d, (4 if lbr else 3) * h))
+    return tuple(rng.uniform(-bound, bound, shape).astype(np.float32) for shape in shapes)
+
+
+def _on_tiles(passes, function, *args, **kwargs):
+    """The reference with its products the tiles' (``passes`` 2 or 3)."""
+    try:
+        reference._product = _tile_product(passes)
+        return function(*args, **kwargs)
+    finally:
+        reference._product = np.matmul
+
+
+def _weights_of(weight_dtype, W, R):
+    if weight_dtype == "bfloat16x3":
+        return W, R
+    return dequantized("test", weight_dtype, W, R)
+
+
+@pytest.mark.parametrize("weight_dtype, passes", [("bfloat16", 2), ("bfloat16x3", 3)])
+@pytest.mark.parametrize(
+    "direction, lbr, clip, augru",
+    [("forward", False, 0.0, False), ("reverse", True, 0.8, False), ("bidirectional", False, 0.0, False),
+     ("forward", False, 0.0, True)],
+)  # fmt: skip
+def test_sequences_on_tiles_match_the_reference_on_tiles(twins, weight_dtype, passes, direction, lbr, clip, augru):
+    """17 rows (a whole tile of rows and one more), I = 21 (an odd K: a half pair), H = 24 (3H = 72
+    columns: partial tiles of columns, padding), lengths from 0 to S."""
+    rng = np.random.default_rng(hash((weight_dtype, direction, lbr, augru)) % 2**32)
+    d, n, s, i, h = 2 if direction == "bidirectional" else 1, 17, 4, 21, 24
+    W, R, B = _weights(rng, d, h, i, lbr)
+    X, h0 = rng.standard_normal((n, s, i)).astype(np.float32), rng.standard_normal((n, d, h)).astype(np.float32)
+    lengths = rng.integers(0, s + 1, n)
+    attributes = {"direction": direction, "linear_before_reset": lbr, "clip": clip, "weight_dtype": weight_dtype}
+    Wq, Rq = _weights_of(weight_dtype, W, R)
+    if augru:
+        A = rng.uniform(0, 1, (n, s, 1)).astype(np.float32)
+        got = fastgru.AUGRUSequence(W, R, B, hidden_size=h, weight_dtype=weight_dtype)(X, h0, lengths, A)
+        want = _on_tiles(passes, reference.augru_sequence, X, h0, lengths, Wq, Rq, B, A, hidden_size=h)
+        vector = reference.augru_sequence(X, h0, lengths, Wq, Rq, B, A, hidden_size=h)
+    else:
+        got = fastgru.GRUSequence(W, R, B, hidden_size=h, **attributes)(X, h0, lengths)
+        kwargs = {k: v for k, v in attributes.items() if k != "weight_dtype"}
+        want = _on_tiles(passes, reference.gru_sequence, X, h0, lengths, Wq, Rq, B, hidden_size=h, **kwargs)
+        vector = reference.gru_sequence(X, h0, lengths, Wq, Rq, B, hidden_size=h, **kwargs)
+    for g, w, v in zip(got, want, vector, strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=ATOL)
+        assert 2 * np.abs(g - w).max() < np.abs(w - v).max()  # the tiles' products, not the vector kernels'
+
+
+@pytest.mark.parametrize("weight_dtype", ["bfloat16", "bfloat16x3"])
+def test_cells_of_sixteen_rows_run_on_tiles_and_fewer_do_not(twins, weight_dtype):
+    rng = np.random.default_rng(7)
+    h, i = 24, 32
+    W, R, B = _weights(rng, 1, h, i, True)
+    X, H = rng.standard_normal((TILE_MIN_ROWS, i)).astype(np.float32), rng.standard_normal((16, h)).astype(np.float32)
+    cell = fastgru.GRUCell(W[0], R[0], B[0], hidden_size=h, linear_before_reset=True, weight_dtype=weight_dtype)
+    Wq, Rq = _weights_of(weight_dtype, W[0], R[0])
+    passes = 2 if weight_dtype == "bfloat16" else 3
+    want = _on_tiles(passes, reference.gru_cell, X, H, Wq, Rq, B[0], hidden_size=h, linear_before_reset=True)
+    np.testing.assert_allclose(cell(X, H), want, rtol=0, atol=ATOL)
+    fewer = TILE_MIN_ROWS - 1
+    _isa.TILE_KERNELS = None  # the same op, prepared without tiles
+    without = fastgru.GRUCell(W[0], R[0], B[0], hidden_size=h, linear_before_reset=True, weight_dtype=weight_dtype)
+    np.testing.assert_array_equal(cell(X[:fewer], H[:fewer]), without(X[:fewer], H[:fewer]))
+    assert not np.array_equal(cell(X, H), without(X, H))
+
+
+def test_the_three_pass_mode_without_tiles_is_float32():
+    rng = np.random.default_rng(3)
+    W, R, B = _weights(rng, 2, 20, 12, False)
+    X, h0 = rng.standard_normal((18, 5, 12)).astype(np.float32), rng.standard_normal((18, 2, 20)).astype(np.float32)
+    three = fastgru.GRUSequence(W, R, B, hidden_size=20, direction="bidirectional", weight_dtype="bfloat16x3")
+    exact = fastgru.GRUSequence(W, R, B, hidden_size=20, direction="bidirectional")
+    assert three.weight_dtype == "bfloat16x3"
+    for got, want in zip(three(X, h0, [5] * 18), exact(X, h0, [5] * 18), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("weight_dtype", ["bfloat16", "bfloat16x3"])
+def test_every_path_gives_the_same_bits_on_tiles(twins, monkeypatch, kernels_run, weight_dtype):
+    """A row's result depends on nothing else of the call: the paths' blocks of rows, which may hold
+    fewer than 16 rows each, run on the tiles all the same."""
+    rng = np.random.default_rng(11)
+    n, h = 20, 33
+    W, R, B = _weights(rng, 1, h, 5, True)
+    op = fastgru.GRUSequence(W, R, B, hidden_size=h, linear_before_reset=True, weight_dtype=weight_dtype)
+    X, h0 = rng.standard_normal((n, 6, 5)).astype(np.float32), rng.standard_normal((n, 1, h)).astype(np.float32)
+    lengths = rng.integers(0, 7, n)
+    results = on_every_path(monkeypatch, kernels_run, lambda: op(X, h0, lengths), False)
+    for (a_name, a), (b_name, b) in itertools.pairwise(results.items()):
+        for got, want in zip(a, b, strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=f"{a_name} vs {b_name}")
+    rows = op(X[:16], h0[:16], lengths[:16])
+    for got, want in zip(rows, results["serial-True"], strict=True):
+        np.testing.assert_array_equal(got, want[:16])
+
+
+def test_plans_streams_pools_and_stacks_on_tiles_give_the_bits_of_a_call(twins):
+    rng = np.random.default_rng(5)
+    n, h, i, s = 16, 20, 6, 6
+    ops = [
+        fastgru.GRUSequence(*_weights(rng, 1, h, i if k == 0 else h, True), hidden_size=h, linear_before_reset=True,
+                            weight_dtype="bfloat16")
+        for k in range(2)
+    ]  # fmt: skip
+    X, h0 = rng.standard_normal((n, s, i)).astype(np.float32), np.zeros((n, 1, h), np.float32)
+    lengths = np.full(n, s)
+    want = ops[0](X, h0, lengths)
+    for _ in range(3):  # the plan's calls
+        for got, w in zip(ops[0](X, h0, lengths), want, strict=True):
+            np.testing.assert_array_equal(got, w)
+    stream = ops[0].stream(h0)
+    np.testing.assert_array_equal(np.concatenate([stream(X[:, :2]), stream(X[:, 2:])], axis=2), want[0])
+    pool = fastgru.StatePool(ops[0], capacity=n)
+    ids = [pool.open() for _ in range(n)]
+    for t in range(s):
+        pool.step(ids, X[:, t : t + 1])
+    np.testing.assert_array_equal(np.stack([pool.state(k).reshape(-1) for k in ids]), want[1][:, 0])
+    Y, Ho = fastgru.GRUStack(ops)(X, np.zeros((n, 2 * h), np.float32), lengths)
+    layer_1 = ops[1](want[0][:, 0], h0, lengths)
+    np.testing.assert_array_equal(Y, layer_1[0])
+    np.testing.assert_array_equal(Ho[:, h:], layer_1[1][:, 0])
