@@ -17,11 +17,12 @@ every sum stay float32.
   (``tile_fma``). Weights must be finite.
 
 **Matrix tiles** (Intel AMX; ``_kernels/tiles.py``): where an op is prepared with tiles in use,
-the products of its calls of 16 rows or more (``TILE_MIN_ROWS``; ``_kernels/products.multiply``) run on them, A split into two
-bfloat16 terms (about 16 of its bits, as above), from copies of the weights in the tiles' layout
-kept after the bias (``tile_copies``): bfloat16 weights in two passes (hi·W' + lo·W'), and
-``"bfloat16x3"`` (``THREE_PASS``), float32 weights in three (hi·Whi + hi·Wlo + lo·Whi), near
-float32 (docs/semantics.md, "Matrix tiles"). Fewer rows, and ops prepared without tiles, compute as
+the products of its calls of 16 rows or more (``TILE_MIN_ROWS``; ``_kernels/products.multiply``)
+run on them, A split into two bfloat16 terms (about 16 of its bits, as above), from copies of the
+weights in the tiles' layout kept after the bias (``tile_copies``): bfloat16 weights in two passes
+(hi·W' + lo·W'), and ``"bfloat16x3"`` (``THREE_PASS``), float32 weights in three (hi·Whi + hi·Wlo
++ lo·Whi), near float32 (docs/semantics.md, "Matrix tiles"). Fewer rows, and ops prepared without
+tiles, compute as
 above; ``"bfloat16x3"`` without tiles is float32, bit for bit. int8 weights stay on the vector
 tiles for now.
 

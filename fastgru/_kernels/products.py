@@ -11,11 +11,11 @@ from numba.extending import overload
 
 from .._config import JIT_OPTIONS, kernel
 from .._isa import GEOMETRY
+from .activations import bits_float
+from .atomics import address_of
+from .callbacks import call_tile
 from .layout import panel_size
 from .memory import load, load_as, store
-from .atomics import address_of
-from .activations import bits_float
-from .callbacks import call_tile
 from .microkernel import tile_fma
 from .tiles import TILE_COLUMNS, TILE_ROWS, halves
 
@@ -155,28 +155,15 @@ def on_tiles(c, a, src, iwork, weights, n, at, tiles):
             odd_hi, odd_lo = halves(load(src, row + 2 * p + 1)) if 2 * p + 1 < k_len else (0, 0)
             store(a, a0 + i * pairs + p, bits_float(even_hi | (odd_hi << 16)))
             store(a, lo0 + i * pairs + p, bits_float(even_lo | (odd_lo << 16)))
-    lda, size = 4 * pairs, a.itemsize
-    c_at, a_at = address_of(c) + c0 * c.itemsize, address_of(a) + a0 * size
+    lda, c_row = 4 * pairs, ldc * c.itemsize  # bytes between rows of A and of C
+    c_at, a_at = address_of(c) + c0 * c.itemsize, address_of(a) + a0 * a.itemsize
     b0 = address_of(weights) + b_at + p0 * nr // TILE_COLUMNS * pairs * 64
     for t in range((p1 - p0) * nr // TILE_COLUMNS):
         b = b0 + t * pairs * 64
         for m0 in range(0, n, TILE_ROWS):
-            rows = min(TILE_ROWS, n - m0)
-            at_c, at_a = c_at + (m0 * ldc + t * TILE_COLUMNS) * c.itemsize, a_at + m0 * lda
-            call_tile(
-                call,
-                at_c,
-                ldc * c.itemsize,
-                at_a,
-                at_a + n * lda,
-                lda,
-                b,
-                b + lo,
-                rows,
-                64,
-                pairs // 16,
-                4 * (pairs % 16),
-            )
+            c_tile, a_tile = c_at + m0 * c_row + t * TILE_COLUMNS * c.itemsize, a_at + m0 * lda
+            m, k_tiles, last = min(TILE_ROWS, n - m0), pairs // 16, pairs % 16 * 4
+            call_tile(call, c_tile, c_row, a_tile, a_tile + n * lda, lda, b, b + lo, m, 64, k_tiles, last)
 
 
 @kernel()
