@@ -376,4 +376,6 @@ def write_job(job, plan, k, layer, work, iwork, kept):
         kept.append(layer.mailbox)
     job[JOB["steps"]], job[JOB["blocks"]], job[JOB["state_offset"]] = plan.s, layer.blocks, runner.offsets[k]
     job.view(np.float64)[JOB["clip"]] = packed.clip
-    job[JOB["callback"]], job[JOB["tasks"]] = callback(layer.kind, packed.like), task_callback(layer.kind, packed.like)
+    tiled = layer.call[CALL["tile_call"]] != 0  # a call of an op with matrix tiles, of rows enough for them
+    job[JOB["callback"]] = callback(layer.kind, packed.like, tiled)
+    job[JOB["tasks"]] = task_callback(layer.kind, packed.like, tiled)

@@ -27,9 +27,11 @@ from .memory import element_pointer
 
 SIGNATURE = types.int64(types.CPointer(types.int64))
 #: The element types of a driver's float arrays (``LIKE``) and of its weights (``WEIGHTS_LIKE``), as
-#: empty arrays (constants in the compiled code): each of the driver's callbacks binds them to its
-#: format's (``drivers.py``); these are float32's.
+#: empty arrays (constants in the compiled code), and whether its products may run on the matrix
+#: tiles (``TILED``): each of the driver's callbacks binds them to its format's (``drivers.py``);
+#: these are float32's, without tiles.
 LIKE = WEIGHTS_LIKE = np.zeros(0, np.float32)
+TILED = False
 
 
 def driver(exact=False, parallel=False):

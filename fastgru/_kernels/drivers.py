@@ -37,41 +37,61 @@ DRIVERS = {
 }
 #: The drivers that run the direct call, which multiplies the caller's float32 or float64 W and R.
 DIRECT = ("direct", "direct_part", "direct_pair")
+#: The drivers whose products may run on the matrix tiles (``rows.py``'s): a row's drivers never do.
+TILED_KINDS = ("serial", "parallel")
 
 _F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 #: Each format of the weights, by the dtype character of the weights array: the element types of
-#: the float arrays and of the weights, as empty arrays (constants in the compiled code): the exact
-#: float32 and float64 weights, and each compact format (``_compact.FORMATS``), computed in float32.
-FORMATS = {"f": (_F32, _F32), "d": (_F64, _F64)} | {dt.char: (_F32, np.zeros(0, dt)) for dt in COMPACT.values()}
+#: the float arrays and of the weights, as empty arrays (constants in the compiled code), and whether
+#: the products may run on the matrix tiles: the exact float32 and float64 weights, each compact
+#: format (``_compact.FORMATS``), computed in float32, and the formats of ops prepared with matrix
+#: tiles (``_compact.TILE_PASSES``; key: the character, then "T"), whose code the others never hold.
+FORMATS = (
+    {"f": (_F32, _F32, False), "d": (_F64, _F64, False)}
+    | {dt.char: (_F32, np.zeros(0, dt), False) for dt in COMPACT.values()}
+    | {"fT": (_F32, _F32, True), "HT": (_F32, np.zeros(0, np.uint16), True)}
+)
 
 
-def _callback(name, driver, like, weights_like):
-    """``driver``'s code as a function of its own name, whose globals bind ``LIKE`` and
-    ``WEIGHTS_LIKE`` (``callbacks.py``) to ``like`` and ``weights_like``."""
-    scope = dict(driver.__globals__, LIKE=like, WEIGHTS_LIKE=weights_like)
+def _callback(name, driver, like, weights_like, tiled):
+    """``driver``'s code as a function of its own name, whose globals bind ``LIKE``, ``WEIGHTS_LIKE``
+    and ``TILED`` (``callbacks.py``) to ``like``, ``weights_like`` and ``tiled``."""
+    scope = dict(driver.__globals__, LIKE=like, WEIGHTS_LIKE=weights_like, TILED=tiled)
     function = types.FunctionType(driver.__code__, scope, name)
     function.__qualname__, function.options = name, driver.options
     return function
+
+
+def _formats_of(kind):
+    """The formats of driver ``kind``'s callbacks: a direct driver's float32 and float64, the rows'
+    drivers' all, the others' all but those with tiles."""
+    if kind in DIRECT:
+        return "f", "d"
+    return [key for key, (_, _, tiled) in FORMATS.items() if not tiled or kind in TILED_KINDS]
 
 
 _CALLBACKS = Callbacks(
     {
         (kind, key): _callback(f"{kind}_{key}", driver, *FORMATS[key])
         for kind, (driver, _) in DRIVERS.items()
-        for key in (("f", "d") if kind in DIRECT else FORMATS)
+        for key in _formats_of(kind)
     }
 )
 
 
-def callback(kind, weights):
+def callback(kind, weights, tiled=False):
     """The address of the C callback of driver ``kind`` (``DRIVERS``) for weights like ``weights``
-    (their element type's), compiled (or loaded from the cache) on its first use in the process."""
-    return _CALLBACKS.address((kind, weights.dtype.char))
+    (their element type's; ``tiled``: with their copies for the matrix tiles, which the rows'
+    drivers take), compiled (or loaded from the cache) on its first use in the process."""
+    tiled = tiled and kind in TILED_KINDS
+    return _CALLBACKS.address((kind, weights.dtype.char + ("T" if tiled else "")))
 
 
 def compiled():
-    """The (driver, weights dtype) of each callback this process has compiled or loaded."""
-    return {(kind, FORMATS[key][1].dtype.name) for kind, key in _CALLBACKS.compiled()}
+    """The (driver, weights dtype) of each callback this process has compiled or loaded ("bfloat16
+    tiles": an op's with matrix tiles)."""
+    names = {key: like.dtype.name + (" tiles" if tiled else "") for key, (_, like, tiled) in FORMATS.items()}
+    return {(kind, names[key]) for kind, key in _CALLBACKS.compiled()}
 
 
 def driver_of(address):
@@ -80,7 +100,7 @@ def driver_of(address):
     return None if key is None else key[0]
 
 
-def task_callback(kind, weights):
+def task_callback(kind, weights, tiled=False):
     """The address of the callback that runs one task of driver ``kind``, or 0 when it has none."""
     tasks = DRIVERS[kind][1]
-    return 0 if tasks is None else callback(tasks, weights)
+    return 0 if tasks is None else callback(tasks, weights, tiled)

@@ -7,6 +7,7 @@ number of rows and the thread that runs them never change a result's bits.
 """
 
 import numpy as np
+from numba import types
 from numba.extending import overload
 
 from .._config import JIT_OPTIONS, kernel
@@ -119,22 +120,48 @@ def product_rows(c, a, panels, n, at):
         p += group
 
 
-@kernel()
 def multiply(c, a, src, iwork, weights, n, at, tiles):
     """C[i, (p - p0)*NR ...] += row i of ``src`` · panel p for the n rows whose offsets in ``src``
     ``iwork`` holds from ``offsets`` and the panels p0..p1; ``at`` = (c0, ldc, a0, base, k_len, p0,
-    p1, NR, offsets), as ``product_rows``' with the rows packed into ``a`` from a0. ``tiles`` = (the
-    tile kernel's address, where its copy of this matrix starts in ``weights``, in bytes, the low
-    terms' distance; ``layout.tile_starts``): with a kernel (the descriptor's tile_call: a call of
-    ``_compact.TILE_MIN_ROWS`` rows or more of an op with tiles), the rows go to the matrix tiles
-    (``on_tiles``), else to the vector tiles. Either way a row's result depends on nothing else
-    of the call."""
-    c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
-    if tiles[0] != 0:
-        on_tiles(c, a, src, iwork, weights, n, at, tiles)
+    p1, NR, offsets), as ``product_rows``' with the rows packed into ``a`` from a0. ``tiles``: None,
+    or in a driver with matrix tiles (``drivers.FORMATS``, run only for a call that takes them:
+    ``_compact.TILE_MIN_ROWS`` rows or more) (the tile kernel's address, where its copy of this
+    matrix starts in ``weights``, in bytes, the low terms' distance; ``layout.tile_starts``): the
+    rows go to the matrix tiles (``on_tiles``). Either way a row's result depends on nothing else of
+    the call. In compiled code the choice is made when the caller compiles (``_multiply``)."""
+    if tiles is None:
+        _on_vectors(c, a, src, iwork, weights, n, at)
     else:
-        pack(a, a0, src, iwork, offsets, n, k_len)
-        product_rows(c, a, weights, n, (c0, ldc, a0, base, k_len, p0, p1, nr))
+        on_tiles(c, a, src, iwork, weights, n, at, tiles)
+
+
+@kernel(inline=True)
+def _on_vectors(c, a, src, iwork, weights, n, at):
+    c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
+    pack(a, a0, src, iwork, offsets, n, k_len)
+    product_rows(c, a, weights, n, (c0, ldc, a0, base, k_len, p0, p1, nr))
+
+
+@overload(multiply, inline="always", jit_options=JIT_OPTIONS)
+def _multiply(c, a, src, iwork, weights, n, at, tiles):
+    # Chosen by the type of ``tiles`` and inlined: a caller without tiles holds the vector code alone,
+    # with no call between (a function of a dozen arrays' fields costs measurably per product).
+    if isinstance(tiles, types.NoneType):
+        return lambda c, a, src, iwork, weights, n, at, tiles: _on_vectors(c, a, src, iwork, weights, n, at)
+    return lambda c, a, src, iwork, weights, n, at, tiles: on_tiles(c, a, src, iwork, weights, n, at, tiles)
+
+
+def tiles_of(src):
+    """The tiles of ``multiply`` at the end of a ``rows.rows_product``'s ``src``, or None when it has
+    none (a driver without tiles): chosen when the code compiles."""
+    return src[5] if len(src) > 5 else None
+
+
+@overload(tiles_of, jit_options=JIT_OPTIONS)
+def _tiles_of(src):
+    if len(src) > 5:
+        return lambda src: src[5]
+    return lambda src: None
 
 
 @kernel()
@@ -172,7 +199,7 @@ def project(X, iwork, weights, out, a, at, tiles):
     (offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, NR): row i at
     X[iwork[offsets + i]], n_inputs long; Wᵀ's panels at w_base and the bias [Bz, Br, Bh|Wbh] at
     bias_at in ``weights``; row i to out[o0 + i*ldc + col]; the packed rows at a0 in ``a``; ``tiles``
-    ``multiply``'s, for Wᵀ. The padding past 3H is zero."""
+    ``multiply``'s, for Wᵀ, or None. The padding past 3H is zero."""
     offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, nr = at
     gate_cols = 3 * n_hidden
     c0, c1 = p0 * nr, p1 * nr

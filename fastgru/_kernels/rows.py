@@ -28,11 +28,11 @@ from numba import carray, prange
 from .._config import kernel
 from .._tuning import CHUNK_ROWS, WAVE_STEPS
 from .atomics import atomic_load, atomic_store, pointer_to, spin_pause
-from .callbacks import LIKE, WEIGHTS_LIKE, call_job, driver
+from .callbacks import LIKE, TILED, WEIGHTS_LIKE, call_job, driver
 from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, tile_starts, w_start
 from .memory import LINE_BYTES, load, store
-from .products import multiply, project
+from .products import multiply, project, tiles_of
 from .stages import finish_row
 from .step import Rows, Step, candidate, gates, whole
 
@@ -90,8 +90,8 @@ def run_serial(address):
     for d in range(d0, d1):
         w_tiles, r_tiles, lo_tiles = tile_starts(c, d, p.n, p.nr)  # for the matrix tiles (``products.multiply``)
         w_base, bias_at = w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
-        at = d, w_base, bias_at, (c.tile_call, w_tiles, lo_tiles)
-        r_at = r_start(c, d, p.nr, p.n, weights), (c.tile_call, r_tiles, lo_tiles)
+        at = d, w_base, bias_at, (c.tile_call, w_tiles, lo_tiles) if TILED else None
+        r_at = (r_start(c, d, p.nr, p.n, weights),) + (((c.tile_call, r_tiles, lo_tiles),) if TILED else ())
         order_rows(lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
         for i in range(n_rows):  # the initial states, in that order
             h0_at = state_at(c, state_rows, load(iwork, io.order + i), d)
@@ -168,7 +168,7 @@ def _task(job, like):
 def _project(X, iwork, weights, w, t, at, tiles):
     """X·Wᵀ + bias of the n rows whose offsets in X ``iwork`` holds at ``io.offsets``, to xg's rows from
     ``xg`` on; ``at`` = (w_base, bias_at, n, xg): where direction d's panels of Wᵀ and its bias start;
-    ``tiles`` ``products.multiply``'s for Wᵀ."""
+    ``tiles`` ``products.multiply``'s for Wᵀ (None: a driver without tiles)."""
     c, p = t.c, t.p
     w_base, bias_at, n, xg = at
     rows = t.io.offsets, n, w_base, bias_at, c.n_inputs, c.n_hidden
@@ -189,11 +189,11 @@ def _times(lengths, iwork, t, step):
 @kernel(inline=True)
 def _chunk(lengths, iwork, t, step):
     """The ``step.Step`` of step s of direction d for the rows g0..g0 + n of the order (``step`` = (d,
-    (r_base, tiles), bias_at, s, g0, n): where direction d's Rᵀ and bias start in the packed weights,
-    and ``products.multiply``'s tiles for Rᵀ), whose
+    r_at, bias_at, s, g0, n): where direction d's Rᵀ and bias start in the packed weights, r_at
+    (r_base,) or, in a driver with tiles, (r_base, ``products.multiply``'s tiles for Rᵀ)), whose
     X·Wᵀ + bias is in xg: the chunk's rows (``chunk_row``; their times are written first) and the
     packed weights (``rows_product``)."""
-    d, (r_base, tiles), bias_at, s, g0, n = step
+    d, r_at, bias_at, s, g0, n = step
     c, p, o, io = t.c, t.p, t.o, t.io
     n_hidden, nr, ldc = c.n_hidden, t.p.nr, t.p.n * t.p.nr
     rev = (c.reverse >> d) & 1
@@ -202,7 +202,7 @@ def _chunk(lengths, iwork, t, step):
         store(iwork, io.times + i, lengths[b] - 1 - s if rev else s)
     states = o.state + g0 * n_hidden
     rows = Rows(n, o.c, ldc, o.c2, (p.n - p.p2) * nr, o.m, states, states)
-    src = o.a, io.offsets, r_base, n_hidden, nr, tiles
+    src = (o.a, io.offsets, r_at[0], n_hidden, nr) + r_at[1:]
     at = io.order + g0, io.times, t.lo, c.seq_length, c.hoist, o.xg, ldc, d * c.y_dir, c.y_row, c.y_step
     return Step(c, rows, src, at, nr, p.p2 * nr, bias_at + 3 * n_hidden, t.clip_at)
 
@@ -223,12 +223,13 @@ def chunk_row(at, iwork, i):
 def rows_product(w, weights, iwork, src, to, a, n, panels):
     """``step.py``'s ``product`` of a chunk: C's n rows (``to`` = (row 0's column of panel q0, the
     row length)) += the rows of A, H apart from ``a`` in ``w``, · the panels [q0, q1) of the
-    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR, the
-    tiles of ``products.multiply``))."""
-    a_at, offsets, r_base, k_len, nr, tiles = src
+    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR), then in
+    a driver with tiles the tiles of ``products.multiply``)."""
+    a_at, offsets, r_base, k_len, nr = src[:5]
     for i in range(n):
         store(iwork, offsets + i, a + i * k_len)
-    multiply(w, w, w, iwork, weights, n, (to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr, offsets), tiles)
+    at = to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr, offsets
+    multiply(w, w, w, iwork, weights, n, at, tiles_of(src))
 
 
 @kernel()

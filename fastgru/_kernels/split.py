@@ -68,8 +68,7 @@ def _project_half(X, c, weights, work, iwork, o, io, half, length):
         w_base = w_start(c, np.int64(0), p.nr, p.n, weights)
         bias_at = bias_start(c, np.int64(0), p.nr, p.n, weights, work.itemsize)
         at = offsets, n, w_base, bias_at, c.n_inputs, c.n_hidden, o.xg + t0 * ldc, ldc, packed
-        none = np.int64(0), np.int64(0), np.int64(0)  # a row's steps stay on the vector tiles
-        project(X, iwork, weights, work, work, (*at, half * p.n // 2, (half + 1) * p.n // 2, p.nr), none)
+        project(X, iwork, weights, work, work, (*at, half * p.n // 2, (half + 1) * p.n // 2, p.nr), None)
 
 
 @kernel(exact=True)  # the step's stages are inlined here: their sums must not contract
