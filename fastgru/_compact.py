@@ -22,9 +22,8 @@ run on them, A split into two bfloat16 terms (about 16 of its bits, as above), f
 weights in the tiles' layout kept after the bias (``tile_copies``): bfloat16 weights in two passes
 (hi·W' + lo·W'), and ``"bfloat16x3"`` (``THREE_PASS``), float32 weights in three (hi·Whi + hi·Wlo
 + lo·Whi), near float32 (docs/semantics.md, "Matrix tiles"). Fewer rows, and ops prepared without
-tiles, compute as
-above; ``"bfloat16x3"`` without tiles is float32, bit for bit. int8 weights stay on the vector
-tiles for now.
+tiles, compute as above; ``"bfloat16x3"`` without tiles is float32, bit for bit. int8 weights stay
+on the vector tiles for now.
 
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
 elements uint16 (a bfloat16's bits, each pair of vectors interleaved: ``microkernel.bf16_pairs``) or
@@ -36,7 +35,7 @@ then the bias (D, 4, H) in float32, at the float32 offset ``layout.bias_start`` 
 import numpy as np
 
 from . import _isa
-from ._kernels import tiles
+from ._kernels import amx, tiles
 from ._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, pack_weights
 from ._kernels.memory import aligned
 from ._kernels.microkernel import bf16_pairs, int8_panels
@@ -151,7 +150,7 @@ def tile_kernel(weight_dtype):
         return 0
     if _isa.TILE_KERNELS == "twin":
         return tiles.twin_address(passes)
-    raise NotImplementedError("native tile kernels")  # _isa.NATIVE_TILES is False: never reached
+    return amx.address(passes)  # this CPU's: _isa.TILES checked that it has AMX
 
 
 def tile_copies(weight_dtype, W, R):

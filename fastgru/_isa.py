@@ -207,8 +207,9 @@ INT8_VNNI = GEOMETRY.name == "avx512" and "avx512vnni" in TARGET_FEATURES
 #: The features of the matrix tiles' products (Intel AMX), in LLVM's names.
 AMX_FEATURES = ("amx-tile", "amx-bf16", "amx-int8")
 
-#: Whether this version has native tile kernels. It has their twins only (``_kernels/tiles.py``):
-#: the native ones are written and checked against them on a CPU with AMX.
+#: Whether this version uses its native tile kernels (``_kernels/amx.py``). Not yet: they are
+#: written, compile and are called by address as their twins (``_kernels/tiles.py``) are, but no
+#: CPU with AMX has yet shown them equal to the twins bit for bit.
 NATIVE_TILES = False
 
 
@@ -245,7 +246,7 @@ def tile_status(switch, host, targets_host, native, permission):
     if not targets_host:
         return False, "the kernels compile for another CPU than this one (FASTGRU_CPU, NUMBA_CPU_NAME)"
     if not native:
-        return False, "this version has the tiles' twins only, no native tile kernels"
+        return False, "this version's native tile kernels are not yet verified on a CPU with AMX (twins only)"
     if not permission():
         return False, "Linux refused the tile state's permission (arch_prctl ARCH_REQ_XCOMP_PERM)"
     return True, ""

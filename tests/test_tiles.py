@@ -360,6 +360,8 @@ for name in ("fastgru_tile_bf16_2", "fastgru_tile_bf16_3", "fastgru_tile_int8"):
     body = code.split(name + ":", 1)[1].split(".Lfunc_end", 1)[0]
     found = collections.Counter(re.findall(r"\\b(ldtilecfg|tilezero|tdpbf16ps|tdpbusd|tilerelease)\\b", body))
     print(name, *sorted(found.items()))
+features = "+amx-tile,+amx-bf16,+amx-int8,+avx512f,+avx512bw,+avx512vl"
+print("addresses", *(amx.address(terms, "sapphirerapids", features) != 0 for terms in (2, 3)))
 """
 
 
@@ -367,7 +369,8 @@ def test_native_tile_kernels_compile_for_a_cpu_with_amx():
     """The native tile kernels (``_kernels/amx.py``) as LLVM compiles them for Sapphire Rapids, in a
     process of its own (LLVM stops a process whose target lacks AMX): each configures its tiles,
     multiplies as many times as its loops say (one per term in the loop over whole tiles of K and
-    in the partial last tile) and releases them. No CPU of the sessions so far has run them."""
+    in the partial last tile) and releases them; LLVM's JIT makes them callable (``amx.address``),
+    not called here. No CPU of the sessions so far has run them."""
     import subprocess
     import sys
 
@@ -378,4 +381,5 @@ def test_native_tile_kernels_compile_for_a_cpu_with_amx():
         "fastgru_tile_bf16_2": "('ldtilecfg', 1) ('tdpbf16ps', 4) ('tilerelease', 1)",
         "fastgru_tile_bf16_3": "('ldtilecfg', 1) ('tdpbf16ps', 6) ('tilerelease', 1)",
         "fastgru_tile_int8": "('ldtilecfg', 1) ('tdpbusd', 4) ('tilerelease', 1) ('tilezero', 2)",
+        "addresses": "True True",
     }

@@ -17,13 +17,15 @@ B's tiles are ``tiles.pack``'s and ``tiles.pack_int8``'s: rows of 64 bytes, one 
 the other (16 rows, 1,024 bytes). Operand strides are in bytes.
 
 LLVM compiles these intrinsics only for a target with amx-tile, amx-bf16 and amx-int8: for any
-other it stops the process (not a Python exception). So only ``module_for`` makes them, for a CPU
-named by its caller: the kernels take them where ``_isa.TILES`` (this CPU's own model, with AMX),
-and the tests compile them for Sapphire Rapids with llvmlite alone, in a process of their own, on
-every machine. No CPU of the sessions so far has run them: on one with AMX they must equal the
-twins bit for bit.
+other it stops the process (not a Python exception). So only ``module_for`` makes them, and
+``address`` compiles them with LLVM's JIT for a CPU named by its caller: ops prepared where
+``_isa.TILES`` (this CPU's own model, with AMX, and ``_isa.NATIVE_TILES``) call them by that address
+(``products.on_tiles``), and the tests compile them for Sapphire Rapids with llvmlite alone, in a
+process of their own, on every machine. No CPU of the sessions so far has run them: on one with AMX
+they must equal the twins bit for bit before ``_isa.NATIVE_TILES`` says they exist.
 """
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 #: Bytes of a tile's row, and rows of a tile of B per tile of K (16 pairs or quads of K).
@@ -194,3 +196,23 @@ def module_for():
     bf16_tile(module, ((0, 0), (0, 1), (1, 0)))
     int8_block(module)
     return module
+
+
+_engines = {}
+
+
+def address(terms, cpu=None, features=None):
+    """The address of ``bf16_tile`` of ``terms`` (2 or 3) terms, compiled once per process by LLVM's
+    JIT for ``cpu`` and ``features`` (default: this CPU's own, which must have AMX: LLVM stops the
+    process otherwise; ``_isa.TILES`` says whether it may). The code lives as long as the process."""
+    cpu = cpu or llvm.get_host_cpu_name()
+    features = llvm.get_host_cpu_features().flatten() if features is None else features
+    engine = _engines.get((cpu, features))
+    if engine is None:
+        module = llvm.parse_assembly(str(module_for()))
+        module.verify()
+        machine = llvm.Target.from_triple(module.triple).create_target_machine(cpu=cpu, features=features, opt=2)
+        engine = llvm.create_mcjit_compiler(module, machine)
+        engine.finalize_object()
+        _engines[(cpu, features)] = engine
+    return engine.get_function_address(f"fastgru_tile_bf16_{terms}")
