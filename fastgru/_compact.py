@@ -17,7 +17,7 @@ every sum stay float32.
   (``tile_fma``). Weights must be finite.
 
 **Matrix tiles** (Intel AMX; ``_kernels/tiles.py``): where an op is prepared with tiles in use,
-the products of its calls of 16 rows or more (``TILE_MIN_ROWS``; ``_kernels/products.multiply``)
+the products of its calls of 16 rows or more (``TILE_MIN_ROWS``; ``_kernels/products.on_tiles``)
 run on them, A split into two bfloat16 terms (about 16 of its bits, as above), from copies of the
 weights in the tiles' layout kept after the bias (``tile_copies``): bfloat16 weights in two passes
 (hi·W' + lo·W'), and ``"bfloat16x3"`` (``THREE_PASS``), float32 weights in three (hi·Whi + hi·Wlo

@@ -7,7 +7,6 @@ number of rows and the thread that runs them never change a result's bits.
 """
 
 import numpy as np
-from numba import types
 from numba.extending import overload
 
 from .._config import JIT_OPTIONS, kernel
@@ -120,57 +119,19 @@ def product_rows(c, a, panels, n, at):
         p += group
 
 
-def multiply(c, a, src, iwork, weights, n, at, tiles):
-    """C[i, (p - p0)*NR ...] += row i of ``src`` · panel p for the n rows whose offsets in ``src``
-    ``iwork`` holds from ``offsets`` and the panels p0..p1; ``at`` = (c0, ldc, a0, base, k_len, p0,
-    p1, NR, offsets), as ``product_rows``' with the rows packed into ``a`` from a0. ``tiles``: None,
-    or in a driver with matrix tiles (``drivers.FORMATS``, run only for a call that takes them:
-    ``_compact.TILE_MIN_ROWS`` rows or more) (the tile kernel's address, where its copy of this
-    matrix starts in ``weights``, in bytes, the low terms' distance; ``layout.tile_starts``): the
-    rows go to the matrix tiles (``on_tiles``). Either way a row's result depends on nothing else of
-    the call. In compiled code the choice is made when the caller compiles (``_multiply``)."""
-    if tiles is None:
-        _on_vectors(c, a, src, iwork, weights, n, at)
-    else:
-        on_tiles(c, a, src, iwork, weights, n, at, tiles)
-
-
-@kernel(inline=True)
-def _on_vectors(c, a, src, iwork, weights, n, at):
-    c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
-    pack(a, a0, src, iwork, offsets, n, k_len)
-    product_rows(c, a, weights, n, (c0, ldc, a0, base, k_len, p0, p1, nr))
-
-
-@overload(multiply, inline="always", jit_options=JIT_OPTIONS)
-def _multiply(c, a, src, iwork, weights, n, at, tiles):
-    # Chosen by the type of ``tiles`` and inlined: a caller without tiles holds the vector code alone,
-    # with no call between (a function of a dozen arrays' fields costs measurably per product).
-    if isinstance(tiles, types.NoneType):
-        return lambda c, a, src, iwork, weights, n, at, tiles: _on_vectors(c, a, src, iwork, weights, n, at)
-    return lambda c, a, src, iwork, weights, n, at, tiles: on_tiles(c, a, src, iwork, weights, n, at, tiles)
-
-
-def tiles_of(src):
-    """The tiles of ``multiply`` at the end of a ``rows.rows_product``'s ``src``, or None when it has
-    none (a driver without tiles): chosen when the code compiles."""
-    return src[5] if len(src) > 5 else None
-
-
-@overload(tiles_of, jit_options=JIT_OPTIONS)
-def _tiles_of(src):
-    if len(src) > 5:
-        return lambda src: src[5]
-    return lambda src: None
-
-
 @kernel()
 def on_tiles(c, a, src, iwork, weights, n, at, tiles):
-    """``multiply`` on the matrix tiles: each row split into two bfloat16 terms, hi + lo (``tiles.split``'s),
+    """C[i, (p - p0)*NR ...] += row i of ``src`` · panel p on the matrix tiles, for the n rows whose
+    offsets in ``src`` ``iwork`` holds from ``offsets`` and the panels p0..p1; ``at`` = (c0, ldc, a0,
+    base, k_len, p0, p1, NR, offsets), as ``product_rows``'; ``tiles`` = (the tile kernel's address,
+    where its copy of this matrix starts in ``weights``, in bytes, the low terms' distance;
+    ``layout.tile_starts``). Each row is split into two bfloat16 terms, hi + lo (``tiles.halves``),
     written to ``a`` from a0 as rows of ceil(k_len / 2) pairs, hi's rows then lo's; then for each
-    tile of 16 columns of C, each tile of 16 rows (the last partial) by the tile kernel at
-    tiles[0], which adds hi·B + lo·B (and hi·B_lo, the three-pass mode's) tile of K by tile of K.
-    Float32 only: ``a``'s elements hold a pair of bfloat16 each."""
+    tile of 16 columns of C, each tile of 16 rows (the last partial) goes to the tile kernel, which
+    adds hi·B + lo·B (and hi·B_lo, the three-pass mode's) tile of K by tile of K. A row's result
+    depends on nothing else of the call. Float32 only: ``a``'s elements hold a pair of bfloat16
+    each. The drivers with tiles run it (``drivers.FORMATS``), for calls that take them
+    (``_compact.TILE_MIN_ROWS`` rows or more), for every product of the call."""
     c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
     call, b_at, lo = tiles
     pairs = (k_len + 1) // 2
@@ -198,8 +159,9 @@ def project(X, iwork, weights, out, a, at, tiles):
     """The input gates X·Wᵀ + bias of n ≤ CHUNK_ROWS rows, for the columns of panels p0..p1; ``at`` =
     (offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, NR): row i at
     X[iwork[offsets + i]], n_inputs long; Wᵀ's panels at w_base and the bias [Bz, Br, Bh|Wbh] at
-    bias_at in ``weights``; row i to out[o0 + i*ldc + col]; the packed rows at a0 in ``a``; ``tiles``
-    ``multiply``'s, for Wᵀ, or None. The padding past 3H is zero."""
+    bias_at in ``weights``; row i to out[o0 + i*ldc + col]; the packed rows at a0 in ``a``. ``tiles``
+    None, or ``on_tiles``' for Wᵀ in a driver with tiles: compiled for each, the code without tiles
+    is the vector tiles' alone. The padding past 3H is zero."""
     offsets, n, w_base, bias_at, n_inputs, n_hidden, o0, ldc, a0, p0, p1, nr = at
     gate_cols = 3 * n_hidden
     c0, c1 = p0 * nr, p1 * nr
@@ -209,4 +171,8 @@ def project(X, iwork, weights, out, a, at, tiles):
             store(out, row + col, load_as(weights, bias_at + col, out))
         for col in range(max(c0, gate_cols), c1):
             store(out, row + col, 0)  # padding: computed, never read
-    multiply(out, a, X, iwork, weights, n, (o0 + c0, ldc, a0, w_base, n_inputs, p0, p1, nr, offsets), tiles)
+    if tiles is None:
+        pack(a, a0, X, iwork, offsets, n, n_inputs)
+        product_rows(out, a, weights, n, (o0 + c0, ldc, a0, w_base, n_inputs, p0, p1, nr))
+    else:
+        on_tiles(out, a, X, iwork, weights, n, (o0 + c0, ldc, a0, w_base, n_inputs, p0, p1, nr, offsets), tiles)

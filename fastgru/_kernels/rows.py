@@ -32,7 +32,7 @@ from .callbacks import LIKE, TILED, WEIGHTS_LIKE, call_job, driver
 from .jobs import JOB, JOB_SIZE, job_arrays, task_jobs
 from .layout import bias_start, panels, r_start, read_call, rows_scratch, state_at, tile_starts, w_start
 from .memory import LINE_BYTES, load, store
-from .products import multiply, project, tiles_of
+from .products import on_tiles, pack, product_rows, project
 from .stages import finish_row
 from .step import Rows, Step, candidate, gates, whole
 
@@ -87,8 +87,9 @@ def run_serial(address):
     hoist = c.hoist
     waves = hoist and (c.wait != 0 or c.post != 0)  # a stack's wavefront: WAVE_STEPS at a time
     whole_gates, whole_units = whole(c.lbr, n_hidden, p)
+    product = rows_product_on_tiles if TILED else rows_product  # chosen when the callback compiles
     for d in range(d0, d1):
-        w_tiles, r_tiles, lo_tiles = tile_starts(c, d, p.n, p.nr)  # for the matrix tiles (``products.multiply``)
+        w_tiles, r_tiles, lo_tiles = tile_starts(c, d, p.n, p.nr)  # for the matrix tiles (``products.on_tiles``)
         w_base, bias_at = w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
         at = d, w_base, bias_at, (c.tile_call, w_tiles, lo_tiles) if TILED else None
         r_at = (r_start(c, d, p.nr, p.n, weights),) + (((c.tile_call, r_tiles, lo_tiles),) if TILED else ())
@@ -128,8 +129,8 @@ def run_serial(address):
                     _times(lengths, iwork, t, (d, s, g0, min(CHUNK_ROWS, running - g0)))
                     _project(X, iwork, weights, w, t, (at[1], at[2], min(CHUNK_ROWS, running - g0), o.xg), at[3])
                 how = _chunk(lengths, iwork, t, (d, r_at, at[2], s, g0, min(CHUNK_ROWS, running - g0)))
-                gates(w, weights, weights, iwork, rows_product, chunk_row, how, whole_gates)
-                candidate(w, weights, iwork, att, y, rows_product, chunk_row, how, whole_units)
+                gates(w, weights, weights, iwork, product, chunk_row, how, whole_gates)
+                candidate(w, weights, iwork, att, y, product, chunk_row, how, whole_units)
             if c.post != 0:  # the next layer of a stack's wavefront may read step s of Y
                 atomic_store(carray(pointer_to(c.post, iwork), (1,)), 0, s + 1)
         for i in range(n_rows):  # Ho, and Y's zeros past each row's length
@@ -168,7 +169,7 @@ def _task(job, like):
 def _project(X, iwork, weights, w, t, at, tiles):
     """X·Wᵀ + bias of the n rows whose offsets in X ``iwork`` holds at ``io.offsets``, to xg's rows from
     ``xg`` on; ``at`` = (w_base, bias_at, n, xg): where direction d's panels of Wᵀ and its bias start;
-    ``tiles`` ``products.multiply``'s for Wᵀ (None: a driver without tiles)."""
+    ``tiles`` ``products.on_tiles``' for Wᵀ (None: a driver without tiles)."""
     c, p = t.c, t.p
     w_base, bias_at, n, xg = at
     rows = t.io.offsets, n, w_base, bias_at, c.n_inputs, c.n_hidden
@@ -190,7 +191,7 @@ def _times(lengths, iwork, t, step):
 def _chunk(lengths, iwork, t, step):
     """The ``step.Step`` of step s of direction d for the rows g0..g0 + n of the order (``step`` = (d,
     r_at, bias_at, s, g0, n): where direction d's Rᵀ and bias start in the packed weights, r_at
-    (r_base,) or, in a driver with tiles, (r_base, ``products.multiply``'s tiles for Rᵀ)), whose
+    (r_base,) or, in a driver with tiles, (r_base, ``products.on_tiles``' tiles for Rᵀ)), whose
     X·Wᵀ + bias is in xg: the chunk's rows (``chunk_row``; their times are written first) and the
     packed weights (``rows_product``)."""
     d, r_at, bias_at, s, g0, n = step
@@ -223,13 +224,27 @@ def chunk_row(at, iwork, i):
 def rows_product(w, weights, iwork, src, to, a, n, panels):
     """``step.py``'s ``product`` of a chunk: C's n rows (``to`` = (row 0's column of panel q0, the
     row length)) += the rows of A, H apart from ``a`` in ``w``, · the panels [q0, q1) of the
-    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR), then in
-    a driver with tiles the tiles of ``products.multiply``)."""
-    a_at, offsets, r_base, k_len, nr = src[:5]
+    packed Rᵀ (``src`` = (where A is packed, iwork's row offsets, Rᵀ's first panel, H, NR))."""
+    a_at, offsets, r_base, k_len, nr = src
+    _row_offsets(iwork, offsets, a, n, k_len)
+    pack(w, a_at, w, iwork, offsets, n, k_len)
+    product_rows(w, w, weights, n, (to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr))
+
+
+@kernel()
+def rows_product_on_tiles(w, weights, iwork, src, to, a, n, panels):
+    """``rows_product`` in a driver with tiles, by ``products.on_tiles``: ``src`` has its tiles for Rᵀ
+    last."""
+    a_at, offsets, r_base, k_len, nr, tiles = src
+    _row_offsets(iwork, offsets, a, n, k_len)
+    on_tiles(w, w, w, iwork, weights, n, (to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr, offsets), tiles)
+
+
+@kernel(inline=True)
+def _row_offsets(iwork, offsets, a, n, k_len):
+    """The n rows of A, k_len apart from ``a``, as the offsets that packing reads, at ``offsets``."""
     for i in range(n):
         store(iwork, offsets + i, a + i * k_len)
-    at = to[0], to[1], a_at, r_base, k_len, panels[0], panels[1], nr, offsets
-    multiply(w, w, w, iwork, weights, n, at, tiles_of(src))
 
 
 @kernel()
