@@ -146,8 +146,8 @@ def tile_kernel(weight_dtype):
     """The address of the tile kernel that an op of ``weight_dtype`` prepared now multiplies by, or 0
     when its products do not run on the matrix tiles (``_isa.TILE_KERNELS``)."""
     passes = TILE_PASSES.get(weight_dtype)
-    if passes is None or _isa.TILE_KERNELS is None:
-        return 0
+    if passes is None or _isa.TILE_KERNELS is None or PANEL_VECTORS * VECTOR_BYTES // 4 % tiles.TILE_COLUMNS:
+        return 0  # (the generic geometry's panels, 8 columns, are narrower than a tile's: the twins only)
     if _isa.TILE_KERNELS == "twin":
         return tiles.twin_address(passes)
     return amx.address(passes)  # this CPU's: _isa.TILES checked that it has AMX

@@ -9,6 +9,9 @@ tiles, give today's bits; the three-pass mode is float32 bit for bit without til
 
 import itertools
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -156,3 +159,11 @@ def test_plans_streams_pools_and_stacks_on_tiles_give_the_bits_of_a_call(twins):
     layer_1 = ops[1](want[0][:, 0], h0, lengths)
     np.testing.assert_array_equal(Y, layer_1[0])
     np.testing.assert_array_equal(Ho[:, h:], layer_1[1][:, 0])
+
+
+def test_the_twins_are_switched_on_by_their_variable_and_info_says_so():
+    env = {**os.environ, "FASTGRU_TILES": "twin"}
+    command = [sys.executable, "-m", "fastgru", "info"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "matrix tiles:      used: the twins (FASTGRU_TILES=twin)" in done.stdout

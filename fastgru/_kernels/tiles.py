@@ -7,8 +7,9 @@ schedule of a product with them: the weights packed once into B's layout (``pack
 ``pack_int8``), A split into two bfloat16 terms (``split``) or quantised into two bytes
 (``quantise``), and the loops over the tiles of M, N and K with their tails (``product``,
 ``int8_product``). It is the specification of the native tile kernels (``amx.py``), which must
-equal it bit for bit, and it tests the schedule on every CPU. It is slow (scalar code): nothing
-in a call's road runs it.
+equal it bit for bit, and it tests the schedule on every CPU. It is slow (scalar code): calls run
+it only under ``FASTGRU_TILES=twin`` (``twin_address``: the twin of a native kernel as a C
+callback of its signature), which tests the road of the tile products on any CPU.
 
 TDPBF16PS, as Intel's manual describes it: each 32-bit element of A's and B's tiles holds a pair
 of bfloat16 (the even element of K in the low half); C[m, n] receives, for each pair p of K in
