@@ -353,7 +353,7 @@ def _warmup_parser(commands):
         nargs="+",
         default=["exact"],
         metavar="WEIGHTS",
-        help="among exact, bfloat16, int8: the kernels of ops built with weight_dtype= (default exact)",
+        help="among exact, bfloat16, int8, bfloat16x3: the kernels of ops built with weight_dtype= (default exact)",
     )
     ahead.add_argument(
         "--jobs",

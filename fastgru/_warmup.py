@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _partner
 from ._api import gru_cell
-from ._compact import FORMATS
+from ._compact import FORMATS, THREE_PASS, TILE_MIN_ROWS, tile_kernel
 from ._dispatch import NO_ROWS, Unpacked, compute_dtype
 from ._kernels.drivers import callback
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
@@ -28,8 +28,9 @@ _T1_NAMES = ("float16", "float32", "float64", "bfloat16")
 _OPS = (*_PATHS, "gru_stack")
 
 
-#: What ``weight_dtypes`` may name: the exact weights ('exact', or None) and the compact ones.
-_WEIGHT_NAMES = ("exact", *FORMATS)
+#: What ``weight_dtypes`` may name: the exact weights ('exact', or None), the compact ones and the
+#: three-pass mode's.
+_WEIGHT_NAMES = ("exact", *FORMATS, THREE_PASS)
 
 
 def warmup(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)) -> float:
@@ -53,8 +54,9 @@ def warmup(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)) -> 
         ``fastgru.torch`` GRUs) is not among the defaults: its layers run the kernel paths
         through callbacks that compile on their own.
     weight_dtypes : iterable of str or None
-        Among 'exact' (or None: the weights of T1's compute dtype, the default), 'bfloat16' and
-        'int8': the kernels of ops built with ``weight_dtype=`` (float32's compute dtype only).
+        Among 'exact' (or None: the weights of T1's compute dtype, the default), 'bfloat16', 'int8'
+        and 'bfloat16x3': the kernels of ops built with ``weight_dtype=`` (float32's compute dtype
+        only), with those of calls on the matrix tiles where they are used.
 
     Examples
     --------
@@ -104,6 +106,11 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
                 tiny[kind] = _tiny(*kind)
             callback("pair", tiny[kind][0].weights)
 
+    def matrix_tiles(kind):  # the rows' drivers with tiles, which calls of TILE_MIN_ROWS rows or more take
+        packed, inputs = _tiny(*kind, n=TILE_MIN_ROWS)
+        for path in ("serial", "parallel"):
+            packed.run(TILE_MIN_ROWS, 2, inputs, path=path)
+
     def stacks(kind):
         stack, arrays = _tiny_stack(*kind)
         for path in (*_PATHS["gru_sequence"], "wave"):  # wave: the layer wavefront and the partner's callback
@@ -125,6 +132,8 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
 
     found = [(label(kind, path), functools.partial(run, kind, path)) for kind in kinds for path in paths]
     found += [(label(kind, "plans"), functools.partial(plans, kind)) for kind in kinds]
+    tiled = [kind for kind in kinds if tile_kernel(kind[1])]
+    found += [(label(kind, "matrix tiles"), functools.partial(matrix_tiles, kind)) for kind in tiled]
     if any(op in _PATHS for op in names):
         found += [(label((ct, None), "function calls"), functools.partial(function_calls, ct)) for ct in computes]
     if "gru_stack" in names:
@@ -142,10 +151,10 @@ def _names(what, values, allowed):
     return names
 
 
-def _tiny(dtype, weight_dtype):
-    """A prepared GRUSequence of hidden_size 2 and the kernels' flat arrays for 2 rows of 2 steps (with
+def _tiny(dtype, weight_dtype, n=2):
+    """A prepared GRUSequence of hidden_size 2 and the kernels' flat arrays for n rows of 2 steps (with
     attention scores: every array of one type serves both GRU and AUGRU)."""
-    n, s, i, h = 2, 2, 3, 2
+    s, i, h = 2, 3, 2
     W, R, B = np.zeros((1, 3 * h, i), dtype), np.zeros((1, 3 * h, h), dtype), np.zeros((1, 3 * h), dtype)
     op = GRUSequence(W, R, B, weight_dtype=weight_dtype)
     return op._packed, (

@@ -171,7 +171,10 @@ def test_after_warmup_a_stack_as_a_wavefront_loads_no_kernel():
     [
         ({"dtypes": ["int8"]}, "warmup: dtypes has 'int8'; expected some of float16, float32, float64, bfloat16"),
         ({"ops": ["lstm"]}, "warmup: ops has 'lstm'; expected some of gru_cell, gru_sequence, augru_sequence"),
-        ({"weight_dtypes": ["fp8"]}, "warmup: weight_dtypes has 'fp8'; expected some of exact, bfloat16, int8"),
+        (
+            {"weight_dtypes": ["fp8"]},
+            "warmup: weight_dtypes has 'fp8'; expected some of exact, bfloat16, int8, bfloat16x3",
+        ),
     ],
 )
 def test_warmup_errors(kwargs, message):

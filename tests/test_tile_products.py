@@ -167,3 +167,19 @@ def test_the_twins_are_switched_on_by_their_variable_and_info_says_so():
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "matrix tiles:      used: the twins (FASTGRU_TILES=twin)" in done.stdout
+
+
+_WARMUP = """
+import fastgru
+from fastgru._kernels import drivers
+fastgru.warmup(ops="gru_sequence", weight_dtypes=["bfloat16x3", "bfloat16"])
+print(*sorted(w for d, w in drivers.compiled() if d in ("serial", "parallel")))
+"""
+
+
+def test_warmup_compiles_the_drivers_with_tiles():
+    """``warmup`` of the weights that run on tiles compiles their rows' drivers with tiles too."""
+    env = {**os.environ, "FASTGRU_TILES": "twin"}
+    done = subprocess.run([sys.executable, "-c", _WARMUP], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["float32"] * 2 + ["float32", "tiles"] * 2 + ["uint16"] * 2 + ["uint16", "tiles"] * 2
