@@ -1379,6 +1379,13 @@ figure(
     *("1.179", "1.224", "1.179", "1.238", "0.993", "1.029", "0.821", "1.259"),
 )
 figure(TUNING, "the three highest or widest again over 8 pairs, 1.001-1.006", TILE_ROAD_AB, "1.001", "1.006")
+figure(
+    CHANGELOG,
+    "every benchmark shape 0.821-1.259 of before in one run, every interval holding 1; the empty-cache start-ups "
+    "0.993-1.029",
+    TILE_ROAD_AB,
+    *("0.821", "1.259", "0.993", "1.029"),
+)
 figure("docs/semantics.md", "holds it within 64x float32's deviation", "tests/test_tiles.py", "64")
 figure("docs/guide/compact-weights.md", "near float32 (38.5x float32's own deviation", TILE_ERRORS, "38.5")
 
