@@ -55,6 +55,8 @@ TILE_PASSES = {"bfloat16": 2, THREE_PASS: 3}
 TILE_MIN_ROWS = 16
 
 _F32 = np.dtype(np.float32)
+#: Float32 columns of a panel (the geometry's panel width, NR), as the kernels lay them out.
+_NR = PANEL_VECTORS * VECTOR_BYTES // _F32.itemsize
 
 
 def check_weight_dtype(op, weight_dtype, dtype):
@@ -114,7 +116,7 @@ def pack_compact(op, weight_dtype, W, R, B):
     (D, 3H or 4H), 64-byte aligned."""
     n_dirs, gate_cols, n_inputs = W.shape
     n_hidden = R.shape[2]
-    nr = PANEL_VECTORS * VECTOR_BYTES // _F32.itemsize
+    nr = _NR
     n_panels = -(-gate_cols // nr)
     if weight_dtype == "bfloat16":
         full = aligned(_float_size(n_dirs, n_inputs, n_hidden, n_panels, nr), _F32)
@@ -142,12 +144,19 @@ def pack_compact(op, weight_dtype, W, R, B):
     return out
 
 
+def takes_tiles(weight_dtype):
+    """Whether ops of ``weight_dtype`` prepared now run their calls of TILE_MIN_ROWS rows or more on
+    the matrix tiles (``_isa.TILE_KERNELS``): bfloat16 weights and the three-pass mode, in a geometry
+    whose panels hold whole tiles of columns (the generic geometry's 8 columns do not)."""
+    return weight_dtype in TILE_PASSES and _isa.TILE_KERNELS is not None and _NR % tiles.TILE_COLUMNS == 0
+
+
 def tile_kernel(weight_dtype):
     """The address of the tile kernel that an op of ``weight_dtype`` prepared now multiplies by, or 0
-    when its products do not run on the matrix tiles (``_isa.TILE_KERNELS``)."""
-    passes = TILE_PASSES.get(weight_dtype)
-    if passes is None or _isa.TILE_KERNELS is None or PANEL_VECTORS * VECTOR_BYTES // 4 % tiles.TILE_COLUMNS:
-        return 0  # (the generic geometry's panels, 8 columns, are narrower than a tile's: the twins only)
+    when its products do not run on the matrix tiles (``takes_tiles``)."""
+    if not takes_tiles(weight_dtype):
+        return 0
+    passes = TILE_PASSES[weight_dtype]
     if _isa.TILE_KERNELS == "twin":
         return tiles.twin_address(passes)
     return amx.address(passes)  # this CPU's: _isa.TILES checked that it has AMX
@@ -159,8 +168,7 @@ def tile_copies(weight_dtype, W, R):
     their high terms, then their low terms (``tiles.halves``)."""
     if weight_dtype == "bfloat16":
         W, R = rounded_to_bfloat16(W), rounded_to_bfloat16(R)
-    nr = PANEL_VECTORS * VECTOR_BYTES // _F32.itemsize
-    columns = -(-W.shape[1] // nr) * nr
+    columns = -(-W.shape[1] // _NR) * _NR
     highs, lows = [], []
     for matrix in (W, R):
         for d in range(matrix.shape[0]):

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _partner
 from ._api import gru_cell
-from ._compact import FORMATS, THREE_PASS, TILE_MIN_ROWS, tile_kernel
+from ._compact import FORMATS, THREE_PASS, TILE_MIN_ROWS, takes_tiles
 from ._dispatch import NO_ROWS, Unpacked, compute_dtype
 from ._kernels.drivers import callback
 from ._ops import AUGRUSequence, GRUCell, GRUSequence
@@ -132,7 +132,7 @@ def steps(dtypes=("float32",), ops=tuple(_PATHS), weight_dtypes=("exact",)):
 
     found = [(label(kind, path), functools.partial(run, kind, path)) for kind in kinds for path in paths]
     found += [(label(kind, "plans"), functools.partial(plans, kind)) for kind in kinds]
-    tiled = [kind for kind in kinds if tile_kernel(kind[1])]
+    tiled = [kind for kind in kinds if takes_tiles(kind[1])]
     found += [(label(kind, "matrix tiles"), functools.partial(matrix_tiles, kind)) for kind in tiled]
     if any(op in _PATHS for op in names):
         found += [(label((ct, None), "function calls"), functools.partial(function_calls, ct)) for ct in computes]

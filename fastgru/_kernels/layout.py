@@ -152,16 +152,17 @@ def bias_start(c, d, nr, n_panels, weights, itemsize):
 
 @kernel()
 def tile_starts(c, d, n_panels, nr):
-    """(Wᵀ's, Rᵀ's, the low terms' distance): where direction d's copies of Wᵀ and Rᵀ for the matrix
-    tiles start, in bytes from the weights' first, and how far each low term's copy lies after its
-    high term's. The copies (``_compact.tile_copies``) follow the bias from the byte offset c.tiles:
-    Wᵀ of each direction, then Rᵀ of each, each in ``tiles.pack``'s layout (16 columns of
-    ceil(K/2) rows of 64 bytes per tile of columns, the P·NR columns of the panels); then the
-    same of the low terms for the three-pass mode."""
+    """The tiles of ``products.on_tiles`` for direction d's Wᵀ and Rᵀ: each (the tile kernel's
+    address, where the matrix's copy for the matrix tiles starts, in bytes from the weights' first,
+    how far each low term's copy lies after its high term's). The copies
+    (``_compact.tile_copies``) follow the bias from the byte offset c.tiles: Wᵀ of each direction,
+    then Rᵀ of each, each in ``tiles.pack``'s layout (16 columns of ceil(K/2) rows of 64 bytes per
+    tile of columns, the P·NR columns of the panels); then the same of the low terms for the
+    three-pass mode."""
     columns = n_panels * nr // 16
     w_bytes, r_bytes = columns * ((c.n_inputs + 1) // 2) * 64, columns * ((c.n_hidden + 1) // 2) * 64
-    w_at = c.tiles + d * w_bytes
-    return w_at, c.tiles + c.n_dirs * w_bytes + d * r_bytes, c.n_dirs * (w_bytes + r_bytes)
+    w_at, r_at, lo = c.tiles + d * w_bytes, c.tiles + c.n_dirs * w_bytes + d * r_bytes, c.n_dirs * (w_bytes + r_bytes)
+    return (c.tile_call, w_at, lo), (c.tile_call, r_at, lo)
 
 
 @kernel()

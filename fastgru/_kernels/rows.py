@@ -89,10 +89,10 @@ def run_serial(address):
     whole_gates, whole_units = whole(c.lbr, n_hidden, p)
     product = rows_product_on_tiles if TILED else rows_product  # chosen when the callback compiles
     for d in range(d0, d1):
-        w_tiles, r_tiles, lo_tiles = tile_starts(c, d, p.n, p.nr)  # for the matrix tiles (``products.on_tiles``)
+        w_tiles, r_tiles = tile_starts(c, d, p.n, p.nr) if TILED else (None, None)  # ``products.on_tiles``'
         w_base, bias_at = w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
-        at = d, w_base, bias_at, (c.tile_call, w_tiles, lo_tiles) if TILED else None
-        r_at = (r_start(c, d, p.nr, p.n, weights),) + (((c.tile_call, r_tiles, lo_tiles),) if TILED else ())
+        at = d, w_base, bias_at, w_tiles
+        r_at = (r_start(c, d, p.nr, p.n, weights),) + ((r_tiles,) if TILED else ())
         order_rows(lengths, lo, lo + n_rows, seq_length, iwork, io.order, io.counts)
         for i in range(n_rows):  # the initial states, in that order
             h0_at = state_at(c, state_rows, load(iwork, io.order + i), d)
