@@ -46,8 +46,10 @@ FORMATS = {"bfloat16": np.dtype(np.uint16), "int8": np.dtype(np.int8)}
 #: The ``weight_dtype`` of the three-pass mode: float32 weights, multiplied on the matrix tiles as
 #: three bfloat16 products; exact float32 where tiles are not used.
 THREE_PASS = "bfloat16x3"
-#: Tile passes per ``weight_dtype`` that runs on the matrix tiles.
-TILE_PASSES = {"bfloat16": 2, THREE_PASS: 3}
+#: The tile kernel (``_kernels/amx.py``'s name) of each ``weight_dtype`` that runs on the matrix
+#: tiles: bfloat16 weights in two passes (hi·W' + lo·W'), the three-pass mode in three, int8 weights
+#: by the integer tiles.
+TILE_KERNELS = {"bfloat16": "bf16_2", THREE_PASS: "bf16_3", "int8": "int8"}
 #: The fewest rows of a call whose products run on the matrix tiles: all of them, whatever the
 #: rows of each product (blocks of threads, rows past their length), so that a call's results
 #: depend on its number of rows only, not on its path. Fewer rows stay on the vector tiles, where
@@ -146,9 +148,13 @@ def pack_compact(op, weight_dtype, W, R, B):
 
 def takes_tiles(weight_dtype):
     """Whether ops of ``weight_dtype`` prepared now run their calls of TILE_MIN_ROWS rows or more on
-    the matrix tiles (``_isa.TILE_KERNELS``): bfloat16 weights and the three-pass mode, in a geometry
-    whose panels hold whole tiles of columns (the generic geometry's 8 columns do not)."""
-    return weight_dtype in TILE_PASSES and _isa.TILE_KERNELS is not None and _NR % tiles.TILE_COLUMNS == 0
+    the matrix tiles (``_isa.TILE_KERNELS``): bfloat16 and int8 weights and the three-pass mode, in a
+    geometry whose panels hold whole tiles of columns (the generic geometry's 8 columns do not);
+    int8 weights only where the vector kernels' products are the tiles' integer ones
+    (``_isa.INT8_VNNI``), so that int8 results never depend on the tiles."""
+    if weight_dtype not in TILE_KERNELS or _isa.TILE_KERNELS is None or _NR % tiles.TILE_COLUMNS:
+        return False
+    return weight_dtype != "int8" or _isa.INT8_VNNI
 
 
 def tile_kernel(weight_dtype):
@@ -156,19 +162,30 @@ def tile_kernel(weight_dtype):
     when its products do not run on the matrix tiles (``takes_tiles``)."""
     if not takes_tiles(weight_dtype):
         return 0
-    passes = TILE_PASSES[weight_dtype]
     if _isa.TILE_KERNELS == "twin":
-        return tiles.twin_address(passes)
-    return amx.address(passes)  # this CPU's: _isa.TILES checked that it has AMX
+        return tiles.twin_address(TILE_KERNELS[weight_dtype])
+    return amx.address(TILE_KERNELS[weight_dtype])  # this CPU's: _isa.TILES checked that it has AMX
 
 
 def tile_copies(weight_dtype, W, R):
     """The matrix tiles' copies of float32 W (D, 3H, I) and R (D, 3H, H) as ``layout.tile_starts``
     lays them out, as bytes: W' and R' (``dequantized``) for bfloat16 weights; for ``THREE_PASS``
-    their high terms, then their low terms (``tiles.halves``)."""
+    their high terms, then their low terms (``tiles.halves``); for int8 weights their quantised
+    values and scales (``quantized_int8``) as ``tiles.int8_records``."""
+    columns = -(-W.shape[1] // _NR) * _NR
+    if weight_dtype == "int8":
+        records = []
+        for name, matrix in (("W", W), ("R", R)):
+            q, scales = quantized_int8("int8 tiles", name, matrix)
+            for d in range(matrix.shape[0]):
+                padded = np.zeros((columns, matrix.shape[2]), np.int8)
+                padded[: matrix.shape[1]] = q[d]
+                column_scales = np.zeros(columns, _F32)
+                column_scales[: matrix.shape[1]] = scales[d]
+                records.append(tiles.int8_records(padded.T, column_scales))
+        return np.concatenate(records)
     if weight_dtype == "bfloat16":
         W, R = rounded_to_bfloat16(W), rounded_to_bfloat16(R)
-    columns = -(-W.shape[1] // _NR) * _NR
     highs, lows = [], []
     for matrix in (W, R):
         for d in range(matrix.shape[0]):
@@ -177,7 +194,7 @@ def tile_copies(weight_dtype, W, R):
             hi, lo = tiles.split_rows(padded, matrix.shape[2])
             highs.append(tiles.pack(hi.T))
             lows.append(tiles.pack(lo.T))
-    parts = highs + (lows if TILE_PASSES[weight_dtype] == 3 else [])
+    parts = highs + (lows if weight_dtype == THREE_PASS else [])
     return np.concatenate([part.reshape(-1).view(np.uint8) for part in parts])
 
 

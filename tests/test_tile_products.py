@@ -22,9 +22,9 @@ from test_tiles import _tile_product
 
 import fastgru
 from fastgru import _isa, reference
-from fastgru._compact import TILE_MIN_ROWS, dequantized, rounded_to_bfloat16
+from fastgru._compact import TILE_MIN_ROWS, dequantized, quantized_int8, rounded_to_bfloat16
 from fastgru._kernels import tiles
-from fastgru._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, packed_size
+from fastgru._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, bias_start, packed_size, read_call, tile_starts
 from fastgru._kernels.products import project
 
 #: |fastgru - the reference on the tiles' products|: the two add the bias, the products and the
@@ -123,7 +123,7 @@ def test_the_three_pass_mode_without_tiles_is_float32():
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("weight_dtype", ["bfloat16", "bfloat16x3"])
+@pytest.mark.parametrize("weight_dtype", ["bfloat16", "bfloat16x3", "int8"])
 def test_every_path_gives_the_same_bits_on_tiles(twins, monkeypatch, kernels_run, weight_dtype):
     """A row's result depends on nothing else of the call: the paths' blocks of rows, which may hold
     fewer than 16 rows each, run on the tiles all the same."""
@@ -228,3 +228,89 @@ def test_projections_on_tiles_are_the_twins_bit_for_bit(twins, weight_dtype):
     want[:, : 3 * h] = B[0]
     tiles.product(want, terms)
     np.testing.assert_array_equal(out.reshape(n, ldc).view(np.uint32), want.view(np.uint32))
+
+
+#: int8 weights run on the tiles only where the vector kernels' products are the tiles' integer ones.
+needs_int8_tiles = pytest.mark.skipif(
+    not _isa.INT8_VNNI, reason="int8 weights stay on the vector kernels where they widen to float32 (no VNNI)"
+)
+
+
+def _int8_rows(rng, n, k):
+    """n rows of k inputs, scaled per row, with a row of zeros and rows holding an infinity or a NaN."""
+    X = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, (n, 1))).astype(np.float32)
+    X[2] = 0
+    X[5, k // 3] = np.inf
+    X[9, k - 2] = np.nan
+    return X
+
+
+@needs_int8_tiles
+@pytest.mark.parametrize("n_inputs", [1, 21, 301])
+def test_int8_projections_on_tiles_are_the_twins_bit_for_bit(twins, n_inputs):
+    """``products.project`` of int8 weights on the tiles gives the bits of ``tiles.int8_product`` (the
+    int8 tiles' arithmetic) on the bias, the rows and the op's quantised weights: the records and
+    their offsets, the rows' bytes and steps, the blocks of K (I = 301: two, a partial tile of K
+    and an odd last row; I = 1: no pairs), 17 rows, 3H = 72 columns in panels of NR, rows of zeros
+    and with an infinity or a NaN."""
+    rng = np.random.default_rng(n_inputs)
+    n, i, h = 17, n_inputs, 24
+    W, R, B = _weights(rng, 1, h, i, False)
+    packed = fastgru.GRUSequence(W, R, B, hidden_size=h, weight_dtype="int8")._packed
+    c = read_call(packed.call(n, 1, False, None, 0))
+    nr = PANEL_VECTORS * VECTOR_BYTES // 4
+    n_panels = -(-3 * h // nr)
+    ldc = n_panels * nr
+    X = _int8_rows(rng, n, i)
+    iwork = np.arange(n, dtype=np.int64) * i
+    out, scratch = np.full(n * ldc, np.nan, np.float32), np.zeros(n * (i + 1) + 512, np.float32)
+    at = (0, n, 0, bias_start(c, 0, nr, n_panels, packed.weights, 4), i, h, 0, ldc, 0, 0, n_panels, nr)
+    project(X.reshape(-1), iwork, packed.weights, out, scratch, at, tile_starts(c, 0, n_panels, nr, packed.weights)[0])
+
+    q, scales = quantized_int8("test", "W", W)
+    columns, column_scales = np.zeros((ldc, i), np.int8), np.zeros(ldc, np.float32)
+    columns[: 3 * h], column_scales[: 3 * h] = q[0], scales[0]
+    want = np.zeros((n, ldc), np.float32)
+    want[:, : 3 * h] = B[0]
+    tiles.int8_matmul(X, columns.T, column_scales, want)
+    assert np.isnan(want[9]).all() and np.isfinite(want[2]).all()  # the rows' special cases were met
+    np.testing.assert_array_equal(out.reshape(n, ldc).view(np.uint32), want.view(np.uint32))
+
+
+@needs_int8_tiles
+@pytest.mark.parametrize(
+    "direction, lbr, clip, augru",
+    [("forward", False, 0.0, False), ("reverse", True, 0.8, False), ("bidirectional", False, 0.0, False),
+     ("forward", False, 0.0, True)],
+)  # fmt: skip
+def test_int8_ops_on_tiles_give_the_vector_kernels_bits(twins, direction, lbr, clip, augru):
+    """int8 weights on the tiles give the bits of the same op without tiles (the vector kernels' byte
+    dot products): 18 rows, I = 301 (two blocks of K, an odd last row), H = 23 (odd), lengths 0..S,
+    rows of zeros and rows with an infinity or a NaN; a cell of 16 rows too."""
+    rng = np.random.default_rng(zlib.crc32(f"{direction}{lbr}{clip}{augru}".encode()))
+    n, s, i, h = 18, 3, 301, 23
+    d = 2 if direction == "bidirectional" else 1
+    W, R, B = _weights(rng, d, h, i, lbr)
+    X = _int8_rows(rng, n * s, i).reshape(n, s, i)
+    h0, lengths = rng.standard_normal((n, d, h)).astype(np.float32), rng.integers(0, s + 1, n)
+    lengths[:2] = s
+    kwargs = {"hidden_size": h, "weight_dtype": "int8"}
+    if augru:
+        A = rng.uniform(0, 1, (n, s, 1)).astype(np.float32)
+        make, args = fastgru.AUGRUSequence, (X, h0, lengths, A)
+    else:
+        make, args = fastgru.GRUSequence, (X, h0, lengths)
+        kwargs.update(direction=direction, linear_before_reset=lbr, clip=clip)
+    on_tiles = make(W, R, B, **kwargs)
+    assert on_tiles._packed._attributes["tile_call"] != 0
+    _isa.TILE_KERNELS = None  # the same op without tiles
+    without = make(W, R, B, **kwargs)
+    for got, want in zip(on_tiles(*args), without(*args), strict=True):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    if not augru and direction == "forward":  # a cell of 16 rows
+        cells = []
+        for kernels in ("twin", None):
+            _isa.TILE_KERNELS = kernels
+            cells.append(fastgru.GRUCell(W[0], R[0], B[0], hidden_size=h, weight_dtype="int8"))
+        X1, H1 = X[:TILE_MIN_ROWS, 0], h0[:TILE_MIN_ROWS, 0]
+        np.testing.assert_array_equal(cells[0](X1, H1).view(np.uint32), cells[1](X1, H1).view(np.uint32))

@@ -201,10 +201,11 @@ def module_for():
 _engines = {}
 
 
-def address(terms, cpu=None, features=None):
-    """The address of ``bf16_tile`` of ``terms`` (2 or 3) terms, compiled once per process by LLVM's
-    JIT for ``cpu`` and ``features`` (default: this CPU's own, which must have AMX: LLVM stops the
-    process otherwise; ``_isa.TILES`` says whether it may). The code lives as long as the process."""
+def address(name, cpu=None, features=None):
+    """The address of the tile kernel ``name`` ("bf16_2" and "bf16_3": ``bf16_tile`` of two and three
+    terms; "int8": ``int8_block``), compiled once per process by LLVM's JIT for ``cpu`` and
+    ``features`` (default: this CPU's own, which must have AMX: LLVM stops the process otherwise;
+    ``_isa.TILES`` says whether it may). The code lives as long as the process."""
     cpu = cpu or llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten() if features is None else features
     engine = _engines.get((cpu, features))
@@ -215,4 +216,4 @@ def address(terms, cpu=None, features=None):
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
         _engines[(cpu, features)] = engine
-    return engine.get_function_address(f"fastgru_tile_bf16_{terms}")
+    return engine.get_function_address(f"fastgru_tile_{name}")

@@ -24,6 +24,7 @@ from numba.extending import intrinsic
 from .._config import kernel
 from .._threading import start_pool
 from .memory import element_pointer
+from .tiles import INT8_TILE_SIGNATURE, TILE_SIGNATURE
 
 SIGNATURE = types.int64(types.CPointer(types.int64))
 #: The element types of a driver's float arrays (``LIKE``) and of its weights (``WEIGHTS_LIKE``), as
@@ -91,29 +92,38 @@ def call_job(typingctx, address, jobs, at):
     return types.int64(address, jobs, at), codegen
 
 
-@intrinsic
-def call_tile(typingctx, address, c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes):
-    """Call the bfloat16 tile kernel at ``address`` (``tiles.TILE_SIGNATURE``: the native one of
-    ``amx.bf16_tile`` or its twin), every argument an integer: the addresses c, a0, a1, b0, b1 as
-    pointers, m, n_bytes and last_bytes as 16-bit integers."""
-    if not all(isinstance(arg, types.Integer) for arg in (address, c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles)):
-        return None
-    if not isinstance(last_bytes, types.Integer):
-        return None
-    pointer, i16, i64 = ir.IntType(8).as_pointer(), ir.IntType(16), ir.IntType(64)
-    kinds = (pointer, i64, pointer, pointer, i64, pointer, pointer, i16, i16, i64, i16)
+def _tile_caller(name, signature):
+    """An intrinsic that calls a tile kernel of ``signature`` (``tiles.TILE_SIGNATURE`` or
+    ``INT8_TILE_SIGNATURE``: eleven arguments, pointers and 64- or 16-bit integers) at an address:
+    ``call(address, *arguments)``, every argument an int64 (the pointers' addresses among them)."""
+    pointer = ir.IntType(8).as_pointer()
+    kinds = [pointer if arg == types.voidptr else ir.IntType(arg.bitwidth) for arg in signature.args]
+    function = ir.FunctionType(ir.VoidType(), kinds)
+
+    def cast(builder, value, kind):
+        if kind == pointer:
+            return builder.inttoptr(value, kind)
+        return value if kind.width == 64 else builder.trunc(value, kind)
 
     def codegen(context, builder, signature, args):
-        function = ir.FunctionType(ir.VoidType(), kinds)
         target = builder.inttoptr(args[0], function.as_pointer())
-        values = [
-            builder.inttoptr(value, kind) if kind == pointer else builder.trunc(value, kind) if kind == i16 else value
-            for value, kind in zip(args[1:], kinds)
-        ]
-        builder.call(target, values)
+        builder.call(target, [cast(builder, value, kind) for value, kind in zip(args[1:], kinds)])
         return context.get_dummy_value()
 
-    return types.none(*(types.int64,) * 12), codegen
+    def call(typingctx, address, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10):
+        if not all(isinstance(arg, types.Integer) for arg in (address, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10)):
+            return None
+        return types.none(*(types.int64,) * 12), codegen
+
+    call.__name__ = call.__qualname__ = name
+    return intrinsic(call)
+
+
+#: Calls of the bfloat16 tile kernel (c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes)
+#: and of the int8 one (hi_out, lo_out, ld_out, a_hi, a_lo, lda, b, m, n_bytes, k_tiles, last_bytes)
+#: at an address, the native kernel's (``amx.py``) or its twin's.
+call_tile = _tile_caller("call_tile", TILE_SIGNATURE)
+call_int8_tile = _tile_caller("call_int8_tile", INT8_TILE_SIGNATURE)
 
 
 if config.DISABLE_JIT:  # pure Python (NUMBA_DISABLE_JIT=1): nothing compiles, so a callback's address

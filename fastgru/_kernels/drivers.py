@@ -45,11 +45,11 @@ _F32, _F64 = np.zeros(0, np.float32), np.zeros(0, np.float64)
 #: the float arrays and of the weights, as empty arrays (constants in the compiled code), and whether
 #: the products may run on the matrix tiles: the exact float32 and float64 weights, each compact
 #: format (``_compact.FORMATS``), computed in float32, and the formats of ops prepared with matrix
-#: tiles (``_compact.TILE_PASSES``; key: the character, then "T"), whose code the others never hold.
+#: tiles (``_compact.TILE_KERNELS``; key: the character, then "T"), whose code the others never hold.
 FORMATS = (
     {"f": (_F32, _F32, False), "d": (_F64, _F64, False)}
     | {dt.char: (_F32, np.zeros(0, dt), False) for dt in COMPACT.values()}
-    | {"fT": (_F32, _F32, True), "HT": (_F32, np.zeros(0, np.uint16), True)}
+    | {"fT": (_F32, _F32, True), "HT": (_F32, np.zeros(0, np.uint16), True), "bT": (_F32, np.zeros(0, np.int8), True)}
 )
 
 

@@ -43,6 +43,7 @@ from .._config import kernel
 from .._isa import GEOMETRY
 from .memory import LINE_BYTES, load, store
 from .microkernel import int8_head
+from .tiles import record_bytes
 from .transpose import bits_differ, block_differs, transpose_block
 
 #: Vectors per panel and bytes per vector (the geometry's, fixed when the kernels compile).
@@ -64,9 +65,12 @@ Panels = namedtuple("Panels", "nr n p1 p2")
 
 #: Offsets in the float scratch of ``rows.run_serial``: products C (z, r and, for
 #: linear_before_reset, h) and C2 (h otherwise), packed rows A (or, for the matrix tiles, their
-#: two bfloat16 terms: a row's K in ceil(K/2) elements each), r ⊙ H rows M, states, X·Wᵀ + bias,
-#: the end.
+#: two bfloat16 terms: a row's K in ceil(K/2) elements each; or for int8 weights its high and low
+#: bytes, the rows' steps and TILE_SCRATCH), r ⊙ H rows M, states, X·Wᵀ + bias, the end.
 RowsScratch = namedtuple("RowsScratch", "c c2 a m state xg end")
+#: Elements past the packed rows A for the int8 tile products' two int32 tiles of 16 × 16
+#: (``products._int8_on_tiles``).
+TILE_SCRATCH = 2 * 16 * 16
 #: Offsets in its int64 scratch: rows by decreasing length, the chunk's times, row offsets for
 #: packing, counts of each length, the end.
 RowsIndex = namedtuple("RowsIndex", "order times offsets counts end")
@@ -151,16 +155,21 @@ def bias_start(c, d, nr, n_panels, weights, itemsize):
 
 
 @kernel()
-def tile_starts(c, d, n_panels, nr):
+def tile_starts(c, d, n_panels, nr, weights):
     """The tiles of ``products.on_tiles`` for direction d's Wᵀ and Rᵀ: each (the tile kernel's
     address, where the matrix's copy for the matrix tiles starts, in bytes from the weights' first,
     how far each low term's copy lies after its high term's). The copies
     (``_compact.tile_copies``) follow the bias from the byte offset c.tiles: Wᵀ of each direction,
-    then Rᵀ of each, each in ``tiles.pack``'s layout (16 columns of ceil(K/2) rows of 64 bytes per
-    tile of columns, the P·NR columns of the panels); then the same of the low terms for the
-    three-pass mode."""
+    then Rᵀ of each, each of the P·NR columns of the panels, in tiles of 16 columns: for bfloat16
+    weights and the three-pass mode in ``tiles.pack``'s layout (ceil(K/2) rows of 64 bytes per tile
+    of columns), then the same of the low terms for the three-pass mode; for int8 weights
+    (``weights`` of one byte) ``tiles.int8_records`` (``tiles.record_bytes(K)`` per tile of
+    columns; no low terms)."""
     columns = n_panels * nr // 16
-    w_bytes, r_bytes = columns * ((c.n_inputs + 1) // 2) * 64, columns * ((c.n_hidden + 1) // 2) * 64
+    if weights.itemsize == 1:
+        w_bytes, r_bytes = columns * record_bytes(c.n_inputs), columns * record_bytes(c.n_hidden)
+    else:
+        w_bytes, r_bytes = columns * ((c.n_inputs + 1) // 2) * 64, columns * ((c.n_hidden + 1) // 2) * 64
     w_at, r_at, lo = c.tiles + d * w_bytes, c.tiles + c.n_dirs * w_bytes + d * r_bytes, c.n_dirs * (w_bytes + r_bytes)
     return (c.tile_call, w_at, lo), (c.tile_call, r_at, lo)
 
@@ -180,7 +189,8 @@ def rows_scratch(n_rows, seq_length, n_inputs, n_hidden, hoist, itemsize, chunk_
     packed_rows = min(chunk_rows, n_rows * seq_length) if hoist else chunk
     o_c2 = _lines(chunk * p.n * p.nr, itemsize)
     o_a = o_c2 + _lines(chunk * (p.n - p.p2) * p.nr, itemsize)
-    o_m = o_a + _lines((max(n_hidden, n_inputs) + 1) * max(packed_rows, 1), itemsize)  # + 1: a pair's pad
+    a_size = (max(n_hidden, n_inputs) + 1) * max(packed_rows, 1)  # + 1: a pair's pad
+    o_m = o_a + _lines(a_size + TILE_SCRATCH, itemsize)
     o_state = o_m + _lines(chunk * n_hidden, itemsize)
     o_xg = o_state + _lines(n_rows * n_hidden, itemsize)
     o_end = o_xg + _lines((n_rows * seq_length if hoist else chunk) * p.n * p.nr, itemsize)

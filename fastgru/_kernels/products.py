@@ -7,17 +7,18 @@ number of rows and the thread that runs them never change a result's bits.
 """
 
 import numpy as np
+from numba import types
 from numba.extending import overload
 
 from .._config import JIT_OPTIONS, kernel
 from .._isa import GEOMETRY
-from .activations import bits_float
+from .activations import bits_float, fma
 from .atomics import address_of
-from .callbacks import call_tile
+from .callbacks import call_int8_tile, call_tile
 from .layout import panel_size
 from .memory import load, load_as, store
-from .microkernel import tile_fma
-from .tiles import TILE_COLUMNS, TILE_ROWS, halves
+from .microkernel import INT8_PAIRS_PER_SUM, tile_fma
+from .tiles import TILE_COLUMNS, TILE_ROWS, block_value, finite_pairs, halves, quantise_row, record_bytes
 
 #: The geometry's tiles (rows, panels), largest first; the last has one row. Read when the
 #: kernels compile: tile_fma takes them as literals.
@@ -119,19 +120,33 @@ def product_rows(c, a, panels, n, at):
         p += group
 
 
-@kernel()
 def on_tiles(c, a, src, iwork, weights, n, at, tiles):
     """C[i, (p - p0)*NR ...] += row i of ``src`` · panel p on the matrix tiles, for the n rows whose
     offsets in ``src`` ``iwork`` holds from ``offsets`` and the panels p0..p1; ``at`` = (c0, ldc, a0,
-    base, k_len, p0, p1, NR, offsets), as ``product_rows``'; ``tiles`` = (the tile kernel's address,
-    where its copy of this matrix starts in ``weights``, in bytes, the low terms' distance;
+    base, k_len, p0, p1, NR, offsets), as ``product_rows``'; ``tiles`` from ``layout.tile_starts``.
+    The drivers with tiles run it (``drivers.FORMATS``), for calls that take them
+    (``_compact.TILE_MIN_ROWS`` rows or more), for every product of the call: ``_int8_on_tiles`` for
+    int8 weights, else ``_bf16_on_tiles``, chosen by the weights' type when it compiles."""
+    product = _int8_on_tiles if weights.dtype == np.int8 else _bf16_on_tiles  # pure Python (no JIT)
+    product(c, a, src, iwork, weights, n, at, tiles)
+
+
+@overload(on_tiles, jit_options=JIT_OPTIONS)
+def _on_tiles_of(c, a, src, iwork, weights, n, at, tiles):
+    product = _int8_on_tiles if weights.dtype == types.int8 else _bf16_on_tiles
+    return lambda c, a, src, iwork, weights, n, at, tiles: product(c, a, src, iwork, weights, n, at, tiles)
+
+
+@kernel()
+def _bf16_on_tiles(c, a, src, iwork, weights, n, at, tiles):
+    """``on_tiles`` of bfloat16 weights and of the three-pass mode; ``tiles`` = (the tile kernel's
+    address, where its copy of this matrix starts in ``weights``, in bytes, the low terms' distance;
     ``layout.tile_starts``). Each row is split into two bfloat16 terms, hi + lo (``tiles.halves``),
     written to ``a`` from a0 as rows of ceil(k_len / 2) pairs, hi's rows then lo's; then for each
     tile of 16 columns of C, each tile of 16 rows (the last partial) goes to the tile kernel, which
     adds hi·B + lo·B (and hi·B_lo, the three-pass mode's) tile of K by tile of K. A row's result
     depends on nothing else of the call. Float32 only: ``a``'s elements hold a pair of bfloat16
-    each. The drivers with tiles run it (``drivers.FORMATS``), for calls that take them
-    (``_compact.TILE_MIN_ROWS`` rows or more), for every product of the call."""
+    each."""
     c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
     call, b_at, lo = tiles
     pairs = (k_len + 1) // 2
@@ -152,6 +167,62 @@ def on_tiles(c, a, src, iwork, weights, n, at, tiles):
             c_tile, a_tile = c_at + m0 * c_row + t * TILE_COLUMNS * c.itemsize, a_at + m0 * lda
             m, k_tiles, last = min(TILE_ROWS, n - m0), pairs // 16, pairs % 16 * 4
             call_tile(call, c_tile, c_row, a_tile, a_tile + n * lda, lda, b, b + lo, m, 64, k_tiles, last)
+
+
+@kernel(exact=True)
+def _int8_on_tiles(c, a, src, iwork, weights, n, at, tiles):
+    """``on_tiles`` of int8 weights, as ``tiles.int8_product`` computes it: ``tiles`` = (the int8 tile
+    kernel's address, where the matrix's records (``tiles.int8_records``) start in ``weights``, in
+    bytes, unused). Each row is quantised (``tiles.quantise_row``) into ``a`` from a0: the rows' high
+    bytes, then their low bytes, 4·ceil(K'/4) a row (K' = 2·(k_len // 2)), then the rows' steps, then
+    two int32 tiles of 16 × 16 (``layout.TILE_SCRATCH``). For each tile of 16 columns of C, each tile
+    of 16 rows and each block of K, the tile kernel writes the sums of the rows' high and low bytes
+    by the block's quads, and C = fma(``tiles.block_value``, scale, C); then each row's float32
+    rest: its pairs' rows where it has an infinite or NaN element, a last odd row of K. A row's
+    result depends on nothing else of the call: it has the vector kernels' bits."""
+    c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
+    call, b_at, _ = tiles
+    even = k_len - k_len % 2
+    quads, per_block, area = (even + 3) // 4, 2 * INT8_PAIRS_PER_SUM // 4, TILE_ROWS * TILE_COLUMNS
+    lda, steps = 4 * quads, a0 + 2 * n * quads  # bytes of a row of A; where the rows' steps are in ``a``
+    view, at_bytes = a.view(np.uint8), a0 * a.itemsize
+    for i in range(n):
+        rows_at = (at_bytes + i * lda, at_bytes + (n + i) * lda, lda)
+        store(a, steps + i, quantise_row(src, load(iwork, offsets + i), k_len, view, view, rows_at))
+    sums = a[steps + n : steps + n + 2 * area].view(np.int32)  # the tile kernel's two tiles: high, low
+    sums_at, a_at, record = address_of(sums), address_of(a) + at_bytes, record_bytes(k_len)
+    for t in range((p1 - p0) * nr // TILE_COLUMNS):
+        first = b_at + (p0 * nr // TILE_COLUMNS + t) * record  # the tile of columns' record
+        column_sums = weights[first + 64 * quads : first + record - 128].view(np.int32)
+        scales = weights[first + record - 128 : first + record - 64].view(np.float32)
+        odd = weights[first + record - 64 : first + record].view(np.float32)
+        b, c_at = address_of(weights) + first, c0 + t * TILE_COLUMNS
+        for m0 in range(0, n, TILE_ROWS):
+            m = min(TILE_ROWS, n - m0)
+            for block in range(-(-quads // per_block)):
+                k0 = block * per_block
+                k, a_block = min(per_block, quads - k0), a_at + m0 * lda + 4 * k0
+                call_int8_tile(
+                    call, sums_at, sums_at + 4 * area, 64, a_block, a_block + n * lda, lda, b + 64 * k0, m, 64, k // 16,
+                    k % 16 * 4,
+                )  # fmt: skip
+                for r in range(m):
+                    step, row = load(a, steps + m0 + r), c_at + (m0 + r) * ldc
+                    for j in range(TILE_COLUMNS):
+                        k = r * TILE_COLUMNS + j
+                        value = block_value(sums[k], sums[area + k], column_sums[block * TILE_COLUMNS + j], step)
+                        store(c, row + j, fma(value, scales[j], load(c, row + j)))
+        for i in range(n):  # the float32 rest
+            src_at, row = load(iwork, offsets + i), c_at + i * ldc
+            finite = load(a, steps + i) != 0 or finite_pairs(src, src_at, even)
+            for j in range(TILE_COLUMNS):
+                acc = np.float32(0)
+                if not finite:
+                    for k in range(even):
+                        acc = fma(load(src, src_at + k), np.float32(weights[first + k // 4 * 64 + 4 * j + k % 4]), acc)
+                if k_len % 2:
+                    acc = fma(load(src, src_at + even), odd[j], acc)
+                store(c, row + j, fma(acc, scales[j], load(c, row + j)))
 
 
 @kernel()

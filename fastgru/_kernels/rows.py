@@ -89,7 +89,7 @@ def run_serial(address):
     whole_gates, whole_units = whole(c.lbr, n_hidden, p)
     product = rows_product_on_tiles if TILED else rows_product  # chosen when the callback compiles
     for d in range(d0, d1):
-        w_tiles, r_tiles = tile_starts(c, d, p.n, p.nr) if TILED else (None, None)  # ``products.on_tiles``'
+        w_tiles, r_tiles = tile_starts(c, d, p.n, p.nr, weights) if TILED else (None, None)  # ``products.on_tiles``'
         w_base, bias_at = w_start(c, d, p.nr, p.n, weights), bias_start(c, d, p.nr, p.n, weights, y.itemsize)
         at = d, w_base, bias_at, w_tiles
         r_at = (r_start(c, d, p.nr, p.n, weights),) + ((r_tiles,) if TILED else ())

@@ -39,6 +39,7 @@ from numba import carray, types
 
 from .._config import kernel
 from .activations import bits_float, float_bits, fma
+from .memory import load
 from .microkernel import INT8_PAIRS_PER_SUM
 
 #: Rows of a tile (of A and C; of B: pairs of K), float32 columns of C's tile, pairs of K in
@@ -207,33 +208,51 @@ def dpbusd(c, a, b, m, n, quads):
 
 @kernel(exact=True)
 def quantise(a, high, low, steps):
-    """A (M, K) float32 quantised per row for the int8 products, as the vector kernels do it: over
-    the pairs' rows k < 2·(K // 2), peak = max |A[r, k]|, step = peak / 32767, a = rint(A·32767 /
-    peak), u = a + 32768 = 256·high + low, bytes into ``high`` and ``low`` (M, ≥ K uint8, zero past
-    the pairs); steps[r] = step, or 0 where the row is all zeros or has an infinite or NaN element
-    (whose a are then 0). Returns nothing; a row with steps[r] = 0 and a non-finite peak is the
-    float32 path's."""
-    rows, k_len = a.shape
+    """A (M, K) float32 quantised per row for the int8 products (``quantise_row`` of each row) into
+    ``high`` and ``low`` (M, ≥ K uint8) and ``steps`` (M,)."""
+    for r in range(a.shape[0]):
+        steps[r] = quantise_row(a[r], 0, a.shape[1], high[r], low[r], (0, 0, high.shape[1]))
+
+
+@kernel(exact=True)
+def quantise_row(src, at, k_len, high, low, to):
+    """Returns the step of A's row at ``at`` in ``src`` (flat offsets, ``memory.load``) quantised for
+    the int8 products, as the vector kernels do it, and writes its bytes: over the pairs' rows k <
+    2·(K // 2), peak = max |A[k]|, step = peak / 32767, a = rint(A·32767 / peak), u = a + 32768 =
+    256·high + low, to high[hi_at + k] and low[lo_at + k] (uint8; zero from the pairs' end to width;
+    ``to`` = (hi_at, lo_at, width)). The
+    step is 0 where the row is all zeros or has an infinite or NaN element (whose a are then 0): such
+    a row, with a non-finite peak, is the float32 path's."""
+    hi_at, lo_at, width = to
     even = k_len - k_len % 2
-    for r in range(rows):
-        peak = np.float32(0)
-        finite = True
-        for k in range(even):
-            x = abs(a[r, k])
-            if not x <= np.float32(3.4028235e38):
-                finite = False
-            elif x > peak:
-                peak = x
-        scaled = finite and peak > 0
-        steps[r] = peak / np.float32(32767) if scaled else np.float32(0)
-        inverse = np.float32(32767) / peak if scaled else np.float32(0)
-        for k in range(high.shape[1]):
-            high[r, k] = 0
-            low[r, k] = 0
-        for k in range(even):
-            u = np.int64(np.rint(np.float32(a[r, k] * inverse) if finite else np.float32(0))) + 32768
-            high[r, k] = u >> 8
-            low[r, k] = u & 255
+    peak = np.float32(0)
+    finite = True
+    for k in range(even):
+        x = abs(load(src, at + k))
+        if not x <= np.float32(3.4028235e38):
+            finite = False
+        elif x > peak:
+            peak = x
+    scaled = finite and peak > 0
+    inverse = np.float32(32767) / peak if scaled else np.float32(0)
+    for k in range(even):
+        u = np.int64(np.rint(np.float32(load(src, at + k) * inverse) if finite else np.float32(0))) + 32768
+        high[hi_at + k] = u >> 8
+        low[lo_at + k] = u & 255
+    for k in range(even, width):
+        high[hi_at + k] = 0
+        low[lo_at + k] = 0
+    return peak / np.float32(32767) if scaled else np.float32(0)
+
+
+@kernel(exact=True)
+def block_value(hi, lo, column_sum, step):
+    """A block's float32 sum of a row by a column from the tiles' int32 sums of A's high and low
+    bytes by the column's weights: S = 256·hi + lo − 32768·Σ w (int32, with wrap-around),
+    float32(S)·step."""
+    total = np.int64(hi) * 256 + np.int64(lo) - (np.int64(column_sum) << 15)
+    total = (total + 2**31) % 2**32 - 2**31
+    return np.float32(np.float32(total) * step)
 
 
 def pack_int8(q):
@@ -249,6 +268,34 @@ def pack_int8(q):
     blocks = [padded[k : k + block].sum(axis=0, dtype=np.int32) for k in range(0, even, block)]
     sums = np.stack(blocks or [np.zeros(tiles * TILE_COLUMNS, np.int32)])
     return packed, np.ascontiguousarray(sums.reshape(len(sums), tiles, TILE_COLUMNS).transpose(1, 0, 2))
+
+
+def int8_records(q, scales):
+    """int8 weights q (K, N) and their column scales (N,) float32 as the records that an op's int8
+    products on the tiles read (``products.int8_on_tiles``), as bytes: per tile of 16 columns,
+    ``record_bytes(K)`` of them, its quads (``pack_int8``'s: ceil(K'/4) rows of 64 bytes, the pairs'
+    rows K' = 2·(K // 2)), its column sums (int32, 64 bytes per block of K), its scales (float32, 64
+    bytes), and the last odd row of K as float32 (64 bytes, zero where K is even). NumPy; once per
+    op."""
+    k_len, n = q.shape
+    packed, sums = pack_int8(q)
+    tiles = packed.shape[0]
+    tail = np.zeros((2, tiles * TILE_COLUMNS), np.float32)
+    tail[0, :n] = scales
+    if k_len % 2:
+        tail[1, :n] = q[-1]
+    tail = np.ascontiguousarray(tail.reshape(2, tiles, TILE_COLUMNS).transpose(1, 0, 2))
+    parts = [part.reshape(tiles, -1).view(np.uint8) for part in (packed, sums, tail)]
+    return np.concatenate(parts, axis=1).reshape(-1)
+
+
+@kernel()
+def record_bytes(k_len):
+    """Bytes of a tile's record of ``int8_records`` for K = k_len: its quads, its blocks' column sums,
+    its scales and its odd row, 64 bytes each."""
+    quads = (k_len - k_len % 2 + 3) // 4
+    per_block = 2 * INT8_PAIRS_PER_SUM // 4
+    return (quads + max(1, -(-quads // per_block)) + 2) * 64
 
 
 @kernel(exact=True)
@@ -280,12 +327,10 @@ def int8_product(c, a, high, low, steps, packed, sums, q, scales):
                     dpbusd(lo, low[m0:, 4 * p0 :], packed[t, p0:], m, n, k)
                 for r in range(m):
                     for j in range(n):
-                        total = np.int64(hi[r, j]) * 256 + np.int64(lo[r, j]) - (np.int64(sums[t, block, j]) << 15)
-                        total = (total + 2**31) % 2**32 - 2**31
-                        value = np.float32(np.float32(total) * steps[m0 + r])
+                        value = block_value(hi[r, j], lo[r, j], sums[t, block, j], steps[m0 + r])
                         c[m0 + r, n0 + j] = fma(value, scales[n0 + j], c[m0 + r, n0 + j])
     for r in range(rows):
-        finite = steps[r] != 0 or _finite_pairs(a, r, even)
+        finite = steps[r] != 0 or finite_pairs(a[r], 0, even)
         for j in range(columns):
             acc = np.float32(0)
             if not finite:
@@ -297,10 +342,10 @@ def int8_product(c, a, high, low, steps, packed, sums, q, scales):
 
 
 @kernel(exact=True)
-def _finite_pairs(a, r, even):
-    """Whether row r of A is finite over the pairs' rows k < even."""
+def finite_pairs(src, at, even):
+    """Whether A's row at ``at`` in ``src`` (flat offsets) is finite over the pairs' rows k < even."""
     for k in range(even):
-        if not abs(a[r, k]) <= np.float32(3.4028235e38):
+        if not abs(load(src, at + k)) <= np.float32(3.4028235e38):
             return False
     return True
 
@@ -363,13 +408,43 @@ def _twin_bf16_3(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes):
     _tile_twin(c, ldc, a0, a1, lda, b0, b1, m, n_bytes, k_tiles, last_bytes, THREE_TERMS)
 
 
-_TWINS = {2: _twin_bf16_2, 3: _twin_bf16_3}
+#: The C signature of the int8 tile kernel, the native one's (``amx.int8_block``): (hi_out, lo_out,
+#: ld_out, a_hi, a_lo, lda, b, m, n_bytes, k_tiles, last_bytes), strides in bytes
+#: (``callbacks.call_int8_tile``).
+INT8_TILE_SIGNATURE = types.void(
+    types.voidptr, types.voidptr, types.int64, types.voidptr, types.voidptr, types.int64, types.voidptr,
+    types.int16, types.int16, types.int64, types.int16,
+)  # fmt: skip
+
+
+def _twin_int8(hi_out, lo_out, ld_out, a_hi, a_lo, lda, b, m, n_bytes, k_tiles, last_bytes):
+    """What ``amx.int8_block`` computes, by ``dpbusd``'s arithmetic: two int32 tiles (m rows of n_bytes,
+    ld_out bytes apart) from zero, the sums of A_hi's and of A_lo's bytes (m rows, lda bytes apart)
+    by B's quads (a row of 16 quads per 64 bytes) over k_tiles tiles of 16 quads and a last one
+    ``last_bytes`` wide."""
+    columns, quads = np.int64(n_bytes) // 4, np.int64(k_tiles) * TILE_QUADS + np.int64(last_bytes) // 4
+    rows, out_row = np.int64(m), ld_out // 4
+    weights = carray(b, (quads, TILE_COLUMNS, 4), np.int8)
+    for out, a in ((hi_out, a_hi), (lo_out, a_lo)):
+        sums = carray(out, (rows, out_row), np.int32)
+        sums[:, :columns] = 0
+        dpbusd(sums, carray(a, (rows, lda), np.uint8), weights, rows, columns, quads)
+
+
+#: Each tile kernel (``amx.KERNELS``' names) as its twin, with its C signature.
+_TWINS = {
+    "bf16_2": (_twin_bf16_2, TILE_SIGNATURE),
+    "bf16_3": (_twin_bf16_3, TILE_SIGNATURE),
+    "int8": (_twin_int8, INT8_TILE_SIGNATURE),
+}
 _twin_callbacks = {}
 
 
-def twin_address(terms):
-    """The address of the twin of the bfloat16 tile kernel of ``terms`` (2 or 3) terms, a C callback
-    of TILE_SIGNATURE compiled (or loaded from the cache) on first use: scalar code, for tests."""
-    if terms not in _twin_callbacks:
-        _twin_callbacks[terms] = kernel(exact=True, callback=TILE_SIGNATURE)(_TWINS[terms])
-    return _twin_callbacks[terms].address
+def twin_address(name):
+    """The address of the twin of the tile kernel ``name`` ("bf16_2", "bf16_3": bfloat16 of two or
+    three terms, "int8"), a C callback of its native kernel's signature compiled (or loaded from the
+    cache) on first use: scalar code, for tests."""
+    if name not in _twin_callbacks:
+        function, signature = _TWINS[name]
+        _twin_callbacks[name] = kernel(exact=True, callback=signature)(function)
+    return _twin_callbacks[name].address
