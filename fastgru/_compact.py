@@ -21,9 +21,10 @@ the products of its calls of 16 rows or more (``TILE_MIN_ROWS``; ``_kernels/prod
 run on them, A split into two bfloat16 terms (about 16 of its bits, as above), from copies of the
 weights in the tiles' layout kept after the bias (``tile_copies``): bfloat16 weights in two passes
 (hi·W' + lo·W'), and ``"bfloat16x3"`` (``THREE_PASS``), float32 weights in three (hi·Whi + hi·Wlo
-+ lo·Whi), near float32 (docs/semantics.md, "Matrix tiles"). Fewer rows, and ops prepared without
-tiles, compute as above; ``"bfloat16x3"`` without tiles is float32, bit for bit. int8 weights stay
-on the vector tiles for now.
++ lo·Whi), near float32 (docs/semantics.md, "Matrix tiles"); int8 weights, where ``INT8_VNNI``,
+by the tiles' integer products, with the bits of the vector kernels' (``tiles.int8_records``).
+Fewer rows, and ops prepared without tiles, compute as above; ``"bfloat16x3"`` without tiles is
+float32, bit for bit.
 
 Layout (``_kernels/layout.py``): the panels of Wᵀ and Rᵀ as the float32 path lays them out, their
 elements uint16 (a bfloat16's bits, each pair of vectors interleaved: ``microkernel.bf16_pairs``) or

@@ -3,13 +3,14 @@
 On a CPU with AMX one instruction multiplies a tile of A (at most 16 rows of 64 bytes) by a tile
 of B (at most 16 rows of 64 bytes) into a tile of C (at most 16 rows of 16 float32 or int32).
 This module computes what TDPBF16PS and TDPBUSD compute, element by element, and runs the tile
-schedule of a product with them: the weights packed once into B's layout (``pack``,
-``pack_int8``), A split into two bfloat16 terms (``split``) or quantised into two bytes
-(``quantise``), and the loops over the tiles of M, N and K with their tails (``product``,
-``int8_product``). It is the specification of the native tile kernels (``amx.py``), which must
-equal it bit for bit, and it tests the schedule on every CPU. It is slow (scalar code): calls run
-it only under ``FASTGRU_TILES=twin`` (``twin_address``: the twin of a native kernel as a C
-callback of its signature), which tests the road of the tile products on any CPU.
+schedule of a product with them: the weights packed once into B's layout (``pack``, ``pack_int8``;
+the ops' int8 copies: ``int8_records``), A split into two bfloat16 terms (``split``) or quantised
+into two bytes (``quantise``, ``quantise_row``), and the loops over the tiles of M, N and K with
+their tails (``product``, ``int8_product``). It is the specification of the native tile kernels
+(``amx.py``), which must equal it bit for bit, and it tests the schedule on every CPU. It is slow
+(scalar code): calls run it only under ``FASTGRU_TILES=twin`` (``twin_address``: the twin of a
+native kernel as a C callback of its signature), which tests the road of the tile products on any
+CPU.
 
 TDPBF16PS, as Intel's manual describes it: each 32-bit element of A's and B's tiles holds a pair
 of bfloat16 (the even element of K in the low half); C[m, n] receives, for each pair p of K in
