@@ -165,7 +165,7 @@ def tile_kernel(weight_dtype):
         return 0
     if _isa.TILE_KERNELS == "twin":
         return tiles.twin_address(TILE_KERNELS[weight_dtype])
-    return amx.address(TILE_KERNELS[weight_dtype])  # this CPU's: _isa.TILES checked that it has AMX
+    return amx.address(TILE_KERNELS[weight_dtype])  # this CPU's: _isa.TILE_KERNELS checked that it has AMX
 
 
 def tile_copies(weight_dtype, W, R):

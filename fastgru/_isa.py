@@ -224,7 +224,8 @@ def tile_permission():
 
 
 def tile_status(switch, host, targets_host, native, permission):
-    """(used, why not) of the matrix tiles: FASTGRU_TILES=``switch`` ('', 'auto', 'off' or 'twin'),
+    """(which kernels, why not) of the matrix tiles: 'native', 'twin' or None (not used), and a note;
+    FASTGRU_TILES=``switch`` ('', 'auto', 'off' or 'twin'),
     ``host`` LLVM's feature map of this CPU, ``targets_host`` whether the kernels compile for this
     CPU's own model (tile code is never compiled for another target, a portable level included),
     ``native`` whether tile kernels exist, ``permission`` the call that asks Linux (made last, only
@@ -236,34 +237,31 @@ def tile_status(switch, host, targets_host, native, permission):
         raise FastGRUError(f"FASTGRU_TILES is {switch!r}; expected auto, off or twin")
     lacking = [feature for feature in AMX_FEATURES if not host.get(feature)]
     if name == "off":
-        return False, "off (FASTGRU_TILES=off)"
+        return None, "off (FASTGRU_TILES=off)"
     if name == "twin":
         if numba.config.DISABLE_JIT:
-            return False, "the twins (FASTGRU_TILES=twin) need Numba's JIT"
-        return True, "the twins (FASTGRU_TILES=twin): the tiles' arithmetic in scalar code, slow, for tests"
+            return None, "the twins (FASTGRU_TILES=twin) need Numba's JIT"
+        return "twin", "the twins (FASTGRU_TILES=twin): the tiles' arithmetic in scalar code, slow, for tests"
     if lacking:
-        return False, f"this CPU has no {', '.join(lacking)}"
+        return None, f"this CPU has no {', '.join(lacking)}"
     if not targets_host:
-        return False, "the kernels compile for another CPU than this one (FASTGRU_CPU, NUMBA_CPU_NAME)"
+        return None, "the kernels compile for another CPU than this one (FASTGRU_CPU, NUMBA_CPU_NAME)"
     if not native:
-        return False, "this version's native tile kernels are not yet verified on a CPU with AMX (twins only)"
+        return None, "this version's native tile kernels are not yet verified on a CPU with AMX (twins only)"
     if not permission():
-        return False, "Linux refused the tile state's permission (arch_prctl ARCH_REQ_XCOMP_PERM)"
-    return True, ""
+        return None, "Linux refused the tile state's permission (arch_prctl ARCH_REQ_XCOMP_PERM)"
+    return "native", ""
 
 
-#: Whether products run on the matrix tiles, and why not (docs/tuning.md, "Matrix tiles").
-_TILE_SWITCH = os.environ.get("FASTGRU_TILES", "")
-TILES, TILES_NOTE = tile_status(
-    _TILE_SWITCH,
+#: Which tile kernels ops prepared from now on multiply by: 'native', 'twin' or None (read when an op
+#: is made, ``_compact.tile_kernel``), and why not (docs/tuning.md, "Matrix tiles").
+TILE_KERNELS, TILES_NOTE = tile_status(
+    os.environ.get("FASTGRU_TILES", ""),
     _HOST,
     CPU_MODE == "host" and numba.config.CPU_NAME is None and numba.config.CPU_FEATURES is None,
     NATIVE_TILES,
     tile_permission,
 )
-#: Which tile kernels ops prepared from now on multiply by: 'native', 'twin' or None (read when an op
-#: is made, ``_compact.tile_kernel``).
-TILE_KERNELS = ("twin" if _TILE_SWITCH.strip().lower() == "twin" else "native") if TILES else None
 
 
 def describe():

@@ -274,8 +274,8 @@ def _never():
     ],
 )
 def test_tile_status(switch, host, targets_host, native, permission, why):
-    used, note = _isa.tile_status(switch, host, targets_host, native, permission)
-    assert used == (why == "" or switch == "twin") and why in note
+    kernels, note = _isa.tile_status(switch, host, targets_host, native, permission)
+    assert kernels == ("twin" if switch == "twin" else "native" if why == "" else None) and why in note
 
 
 def test_tile_switch_refuses_other_values():
@@ -287,7 +287,7 @@ def test_this_process_tiles():
     """This CPU's answer: no AMX, no permission from Linux and no tiles; with AMX, no tiles either
     while the version has no native kernels (``info`` says why)."""
     host = llvm.get_host_cpu_features()
-    assert not _isa.TILES
+    assert _isa.TILE_KERNELS is None
     if not all(host.get(feature) for feature in _isa.AMX_FEATURES):
         assert "this CPU has no" in _isa.TILES_NOTE
         assert _isa.tile_permission() is False

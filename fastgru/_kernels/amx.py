@@ -19,7 +19,7 @@ the other (16 rows, 1,024 bytes). Operand strides are in bytes.
 LLVM compiles these intrinsics only for a target with amx-tile, amx-bf16 and amx-int8: for any
 other it stops the process (not a Python exception). So only ``module_for`` makes them, and
 ``address`` compiles them with LLVM's JIT for a CPU named by its caller: ops prepared where
-``_isa.TILES`` (this CPU's own model, with AMX, and ``_isa.NATIVE_TILES``) call them by that address
+``_isa.TILE_KERNELS`` (this CPU's own model, with AMX, and ``_isa.NATIVE_TILES``) call them by that address
 (``products.on_tiles``), and the tests compile them for Sapphire Rapids with llvmlite alone, in a
 process of their own, on every machine. No CPU of the sessions so far has run them: on one with AMX
 they must equal the twins bit for bit before ``_isa.NATIVE_TILES`` says they exist.
@@ -205,7 +205,7 @@ def address(name, cpu=None, features=None):
     """The address of the tile kernel ``name`` ("bf16_2" and "bf16_3": ``bf16_tile`` of two and three
     terms; "int8": ``int8_block``), compiled once per process by LLVM's JIT for ``cpu`` and
     ``features`` (default: this CPU's own, which must have AMX: LLVM stops the process otherwise;
-    ``_isa.TILES`` says whether it may). The code lives as long as the process."""
+    ``_isa.TILE_KERNELS`` says whether it may). The code lives as long as the process."""
     cpu = cpu or llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten() if features is None else features
     engine = _engines.get((cpu, features))
