@@ -32,7 +32,7 @@ from . import _tuning
 from ._config import kernel
 from ._kernels import pair
 from ._kernels.atomics import STEADY_COUNTER, cycles
-from ._threading import give_back, requested, take_two
+from ._threading import give_pair, hold_pair, take_pair
 
 
 def _spin_us(text):
@@ -100,40 +100,14 @@ class Partner:
     def __init__(self):
         self.enabled = not off_reason()
         self.mailbox = pair.new_mailbox()
-        self._busy = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
-        self._last_end = -1.0  # time.perf_counter() at the end of the latest one-row call
+        self._last_end = -1.0  # time.perf_counter() at the end of the latest one-row call (``Shared``)
         #: The thread sleeps (or has not started): set by it when it stops spinning, cleared when
         #: it is woken. A fast path only: the mailbox's ASLEEP, set before, is what counts.
         self.asleep = True
         #: Set once the thread serves (a few milliseconds after ``wake`` starts it).
         self.serving = threading.Event()
-
-    def _enter(self, wake):
-        """(taken, burst) for a one-row call: whether it takes the partner, which it does if no other
-        call has it and the partner spins, or, with ``wake``, sleeps (it is then woken, and joins the
-        call when it can); and whether the call began within SPIN_US of the end of the previous one
-        (a burst). ``Shared`` holds both for ``_leave``."""
-        burst = time.perf_counter() - self._last_end < _SPIN_SECONDS
-        if not self._enabled or self.asleep and not wake or not self._busy.acquire(blocking=False):
-            return False, burst  # the test of asleep is the short way of a call after a pause
-        if not self.asleep:  # it spins, or was woken and is on its way: it joins the call when it arrives
-            return True, burst
-        if wake:
-            self.wake()
-            return True, burst
-        self._busy.release()
-        return False, burst
-
-    def _leave(self, taken, burst):
-        """After a one-row call: give the partner back, or, when a call of a burst ran alone, wake it
-        for the next ones; the call's end is the next call's reference."""
-        if taken:
-            self._busy.release()
-        elif self.enabled and burst and requested() > 1:
-            self.wake()  # a call of a burst ran alone: the partner joins the next ones
-        self._last_end = time.perf_counter()
 
     def wake(self):
         """Start the partner thread, or wake it if it sleeps (it then spins for SPIN_US)."""
@@ -185,7 +159,7 @@ class Partner:
         self.enabled = False
         if self._thread is None:
             return True
-        if not self._busy.acquire(timeout=timeout):
+        if not hold_pair(timeout):
             return False
         try:
             pair.ask_to_stop(self.mailbox)
@@ -193,42 +167,56 @@ class Partner:
             self._thread.join(timeout=timeout)
             return not self._thread.is_alive()
         finally:
-            self._busy.release()
+            give_pair()
 
 
 class Shared:
-    """``partner`` and a second thread of the budget for one one-row call, both taken when made (one
-    call of ``_threading``, then the partner): ``mailbox`` is the partner's when both came, else
-    ``alone`` (None: the call runs on its own thread; a mailbox that nobody serves: the calling
-    thread runs the partner's part too), and nothing of the budget is held then. ``release()`` gives
-    them back after the call. ``wake``: the call is long enough to wake a sleeping partner (see
-    ``Partner``). Not a context manager: entering one would be a second call of this module on the
-    call's way to the kernels."""
+    """The partner thread and a second thread of the budget for the one-row calls of one plan (a
+    plan is its thread's, and runs one call at a time): ``take(wake)`` takes both before a call, in
+    one call of ``_threading`` (``take_pair``), and ``release()`` gives them back after it. One
+    object per plan, taken and released by every call: nothing is made per call, and it is not a
+    context manager, whose entry would be another call on the call's way to the kernels.
 
-    __slots__ = ("held", "partner", "taken", "burst", "mailbox", "count")
+    After ``take``, ``mailbox`` is the partner's when both came, else ``alone`` (None: the call
+    runs on its own thread; a mailbox that nobody serves: the calling thread runs the partner's
+    part too), and nothing of the budget is held then; ``count`` is the calling thread's count of
+    threads (1: the call has no second thread). The partner's rule (``Partner``): a call takes it
+    if it spins, or, with ``wake``, sleeps (it is then woken, and joins the call when it can); a
+    call that had the budget's two threads but not the partner wakes it after the call when it
+    began within SPIN_US of the end of the previous such call (a burst); its end is the next
+    call's reference. The clock is read once per call that takes the partner, twice otherwise."""
 
-    def __init__(self, partner, wake, alone):
-        #: The calling thread's count of threads: 1, and the call has no second thread.
-        self.count, held = take_two()
-        self.held, self.partner, self.mailbox = False, None, alone
-        if held:
-            self.partner = partner
-            self.taken, self.burst = partner._enter(wake)
-            if self.taken:
-                self.held, self.mailbox = True, partner.mailbox
-                return
-            give_back(2)  # alone: nothing of the budget held
+    __slots__ = ("alone", "partner", "taken", "burst", "mailbox", "count")
+
+    def __init__(self, alone):
+        self.alone, self.mailbox, self.partner, self.count = alone, alone, None, 1
+
+    def take(self, wake):
+        """Take the partner and a second thread for a call; ``wake``: the call is long enough to
+        wake a sleeping partner."""
+        partner = PARTNER
+        self.count, held = take_pair(partner._enabled and (wake or not partner.asleep))
+        if held == 2:
+            self.partner, self.taken, self.mailbox = partner, True, partner.mailbox
+            if wake and partner.asleep:
+                partner.wake()  # it joins the call when it arrives
+            return
+        self.mailbox = self.alone
+        if held:  # two threads, not the partner: ``release`` wakes it if the call is one of a burst
+            self.partner, self.taken = partner, False
+            self.burst = time.perf_counter() - partner._last_end < _SPIN_SECONDS
 
     def release(self):
-        """Give back the budget's threads, then the partner (once: a second call does nothing)."""
+        """Give back the budget's threads and the partner (once: a second call does nothing)."""
         partner = self.partner
         if partner is None:
             return
         self.partner = None
-        if self.held:
-            self.held = False
-            give_back(2)
-        partner._leave(self.taken, self.burst)
+        if self.taken:
+            give_pair()
+        elif self.burst and partner._enabled:
+            partner.wake()  # a call of a burst ran alone: the partner joins the next ones
+        partner._last_end = time.perf_counter()
 
 
 PARTNER = Partner()
@@ -236,9 +224,11 @@ atexit.register(lambda: PARTNER.stop())
 
 
 def _after_fork():
-    """A forked child has no partner thread: it makes its own when it needs one."""
+    """A forked child has no partner thread: it makes its own when it needs one. No call of the
+    child holds the partner (the thread that forked is in none), whatever the parent's did."""
     global PARTNER
     PARTNER = Partner()
+    give_pair()
 
 
 if hasattr(os, "register_at_fork"):

@@ -2,8 +2,9 @@
 
 ``road`` decides once per call shape (a plan, ``fastgru._plan``, keeps its decision); ``run`` runs a
 plan's call, taking at run time only what the moment gives: the threads the process-wide budget
-grants (``_threading.lease``) and the partner thread (``_partner.Shared``). This module is the only
-reader of the thresholds that choose a path (``_tuning``): a plan stores the road, never restates it.
+grants (``_threading.lease``) and the partner thread (the plan's ``_partner.Shared``). This module is
+the only reader of the thresholds that choose a path (``_tuning``): a plan stores the road, never
+restates it.
 
 Paths of one layer: 'serial', every row on the calling thread; 'parallel', blocks of rows (and the
 directions) shared among Numba's threads; for a single row (batch 1, one direction), 'pair', split
@@ -113,8 +114,9 @@ def run(plan, arrays, entry):
             plan.static = way = plan.way(1, None)
             return way.paths if _enter(entry, arrays, way) >= 0 else None
         return _on_paths(plan, arrays, entry, None)
-    shared = _shared(road.wake, road.forced is not None)  # the partner, taken once for the call
+    shared = plan.shared  # the partner, taken once for the call
     try:
+        shared.take(road.wake)
         if road.cut is None:
             return _on_paths(plan, arrays, entry, shared)
         if road.forced == "wave":
@@ -163,7 +165,7 @@ def _enter(entry, arrays, way):
 
 
 def _wavefront(plan, arrays, entry, shared):
-    """The layers as a wavefront with the partner thread, when ``shared`` (the call's ``_shared``) has
+    """The layers as a wavefront with the partner thread, when ``shared`` (the plan's, taken) has
     it, or, forced, this thread's own mailbox, which nobody serves (this thread then runs every
     layer). Returns None if it did not run, else whether the partner took its layers."""
     mailbox = shared.mailbox
@@ -177,7 +179,7 @@ def _raced(plan, arrays, entry, shared):
     """A call that can run as a wavefront: as one, or on its layers' own paths, as the plan's race
     says, which is told how long the call took, unless the way found no second thread (a partner
     asleep after a pause, say) and the call ran on one: the time of neither way. ``shared``: the
-    partner and second thread the call took (``_shared``)."""
+    partner and second thread the call took (the plan's ``_partner.Shared``)."""
     race = plan.race
     wave = race.wave()
     start = time.perf_counter_ns()
@@ -192,14 +194,17 @@ def _raced(plan, arrays, entry, shared):
     return ran
 
 
-def _shared(wake, forced):
-    """The partner thread and a second thread of the budget for one one-row call
-    (``_partner.Shared``; ``release()`` it after the call): its ``mailbox`` is the partner's,
-    or, when they do not both come (the partner neither spins nor comes, another call has it, or the
-    budget is spent), None, and the call runs on its own thread, or, ``forced``, this thread's own
-    mailbox, which nobody serves (the calling thread then runs the partner's part too). ``wake``: the
-    call is long enough to wake a sleeping partner; else it takes the partner only if it spins."""
-    return _partner.Shared(_partner.PARTNER, wake, _scratch.mailbox() if forced else None)
+def shared_for(road):
+    """What the calls of a plan of ``road`` take of the partner thread and the budget
+    (``_partner.Shared``, taken and released by each call), or None when they take nothing: after
+    its ``take``, its ``mailbox`` is the partner's, or, when they do not both come (the partner
+    neither spins nor comes, another call has it, or the budget is spent), None, and the call runs
+    on its own thread, or, ``road.forced``, the thread's own mailbox, which nobody serves (the
+    calling thread then runs the partner's part too). ``road.wake``: the call is long enough to
+    wake a sleeping partner; else it takes the partner only if it spins."""
+    if road.cut is None and road.needs != "partner":
+        return None
+    return _partner.Shared(_scratch.mailbox() if road.forced is not None else None)
 
 
 @functools.lru_cache(maxsize=256)

@@ -64,7 +64,7 @@ class Plan:
 
     __slots__ = ("runner", "n", "s", "keep", "generation", "road", "race", "calls", "lengths", "full", "rows")
     __slots__ += ("shapes", "buffers", "ways", "static", "large", "signature", "entry", "dtype", "results")
-    __slots__ += ("no_att", "no_bias", "cell")
+    __slots__ += ("no_att", "no_bias", "cell", "shared")
 
     def __init__(self, runner, arrays, n, s, strides=None, keep=0, path=None):
         self.runner, self.n, self.s, self.keep = runner, n, s, keep
@@ -73,6 +73,8 @@ class Plan:
         layers = runner.packs
         self.road = _paths.road(layers, n, s, path, runner.direct, runner.wave_bytes(n, s))
         self.race = _paths.Race() if self.road.race else None
+        #: What its calls take of the partner thread and the budget (``_paths.shared_for``), or None.
+        self.shared = _paths.shared_for(self.road)
         #: Each layer's call descriptor as a function of (rows per task, a wavefront's wait/post).
         self.calls = runner.layer_calls(n, s, strides, keep)
         #: The int64 lengths the drivers read (the entry copies each call's in); a call without

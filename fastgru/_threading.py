@@ -9,7 +9,10 @@ parallel region and together run more threads than there are cores. The budget p
 call that shares its work leases threads from a process-wide budget of ``BUDGET`` threads (its
 own included) and gets what the running calls leave, at least its own; it never waits, so
 nothing can deadlock. Numba's ``workqueue`` layer cannot run two parallel regions at once, so
-with it a second concurrent call runs on its own thread.
+with it a second concurrent call runs on its own thread. A one-row call that shares its row with
+fastgru's partner thread (``_partner``) takes two threads of the budget and the partner together,
+one call at a time, under the budget's one lock (``take_pair``), and gives them back with one
+store (``give_pair``).
 
 fastgru calls no BLAS (its matrix products are its own kernels), so NumPy's BLAS threads are
 never involved.
@@ -27,6 +30,7 @@ import glob
 import os
 import sys
 import threading
+import time
 
 import numba
 
@@ -37,7 +41,10 @@ from ._validate import FastGRUError
 BUDGET = numba.config.NUMBA_NUM_THREADS
 
 _lock = threading.Lock()
-_state = {"busy": 0, "regions": 0, "exclusive": None}
+#: Under ``_lock``: the threads the leases hold (``busy``) and their parallel regions (``regions``),
+#: the 2 threads of the one-row call that holds the partner thread, if any (``pair``: 0 or 2), and
+#: whether Numba's layer runs one region at a time (``exclusive``, None until the pool starts).
+_state = {"busy": 0, "regions": 0, "pair": 0, "exclusive": None}
 
 
 def set_num_threads(n: int) -> None:
@@ -117,30 +124,74 @@ def lease(wanted, count=None):
     return _Lease(wanted, requested() if count is None else count)
 
 
-def take_two():
-    """Two threads of the budget for a one-row call that shares its row with the partner thread
-    (``_partner.Shared``), read and taken in one call of this module and without a lease object:
-    (the calling thread's count, whether the two are held; ``give_back(2)`` gives them back). Held
-    when the count and the budget allow two, as ``lease(2)`` would grant them; the calling thread's
-    Numba count is left as it is: such a call runs no parallel region while it holds them."""
+def take_pair(wanted):
+    """The partner thread and two threads of the budget for a one-row call that would share its row
+    with the partner (``_partner.Shared``), taken under the budget's one lock: (the calling thread's
+    count, what the call holds). 2: the partner and the two threads, held until ``give_pair()``,
+    when the count and the budget allow two, as ``lease(2)`` would grant them, the call ``wanted``
+    the partner (it is on, and spins or is to be woken) and no other call holds it; 1: the count
+    and the budget allow two, but the call does not take the partner, and holds nothing; 0: the
+    call has one thread. One call at a time holds the partner. The calling thread's Numba count is
+    left as it is: such a call runs no parallel region."""
     count = requested()
-    return count, count >= 2 and _grant(2) == 2
+    if count < 2:
+        return count, 0
+    _lock.acquire()  # not ``with``: 80 ns more on every call (CPython 3.11)
+    try:
+        if _left() < 2:
+            return count, 0
+        if _state["pair"] or not wanted:
+            return count, 1
+        _state["pair"] = 2
+    finally:
+        _lock.release()
+    return count, 2
+
+
+def give_pair():
+    """Give back what ``take_pair`` took (its 2): one store, without the lock, as only the holder
+    writes it then; a grant that reads it a moment before sees the threads still held, and grants
+    less, never more."""
+    _state["pair"] = 0
+
+
+def hold_pair(timeout):
+    """Take the partner as a call does, whatever the budget, waiting up to ``timeout`` seconds for
+    the call that holds it (``Partner.stop``: nobody posts to the mailbox meanwhile). Returns
+    whether it did; ``give_pair()`` gives it back."""
+    end = time.monotonic() + timeout
+    while True:
+        with _lock:
+            if not _state["pair"]:
+                _state["pair"] = 2
+                return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+
+
+def _left():
+    """Threads of the budget left now (under ``_lock``): none while another call holds some with
+    Numba's workqueue layer, which runs one parallel region at a time (the partner's call counts
+    as one)."""
+    state = _state
+    if state["exclusive"] is None:
+        # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
+        state["exclusive"] = start_pool() == "workqueue"
+    if state["exclusive"] and (state["regions"] or state["pair"]):
+        return 0
+    return BUDGET - state["busy"] - state["pair"]
 
 
 def _grant(wanted):
     """How many of ``wanted`` threads the budget grants now, held until ``give_back``: 1 (nothing
-    held) when fewer than two are left, or, with Numba's workqueue layer, which runs one parallel
-    region at a time, while another call holds some."""
+    held) when fewer than two are left (``_left``)."""
     with _lock:
-        state = _state
-        if state["exclusive"] is None:
-            # Start Numba's thread pool now, under the lock, to learn the layer before any launch.
-            state["exclusive"] = start_pool() == "workqueue"
-        granted = min(wanted, BUDGET - state["busy"])
-        if granted < 2 or state["exclusive"] and state["regions"] > 0:
+        granted = min(wanted, _left())
+        if granted < 2:
             return 1
-        state["busy"] += granted
-        state["regions"] += 1
+        _state["busy"] += granted
+        _state["regions"] += 1
     return granted
 
 
@@ -176,8 +227,10 @@ class _Lease:
 
 
 def busy():
-    """Threads the running calls hold now."""
-    return _state["busy"]
+    """Threads the running calls hold now, the partner's call's included (read under the lock: at
+    one moment)."""
+    with _lock:
+        return _state["busy"] + _state["pair"]
 
 
 def _load_tbb():

@@ -280,14 +280,15 @@ def test_a_stack_whose_wavefront_is_slow_runs_on_its_layers_paths(monkeypatch):
 
 
 def test_the_race_leaves_out_calls_that_found_no_second_thread(monkeypatch):
-    """A partner that cannot be leased (asleep after a pause, say): the wavefront does not run and its
-    layers' pair paths run on one thread; neither is either way's time."""
+    """A call that finds no second thread (the partner or the budget's thread taken by another call,
+    say): the wavefront does not run and its layers' pair paths run on one thread; neither is either
+    way's time."""
     if not _partner.PARTNER.enabled:  # no pair paths: the layers' split paths run on two threads
         pytest.skip("no partner thread here (FASTGRU_SPIN_US=0, or not x86)")
     from fastgru import _plan
 
     stack, arrays, expected = _raced_stack(monkeypatch, 17)
-    monkeypatch.setattr(_partner.PARTNER, "_enter", lambda wake: (False, False))  # not taken, no burst
+    monkeypatch.setattr(_partner, "take_pair", lambda wanted: (2, 0))  # two threads asked, one had
     race = stack.plans.__dict__.setdefault((1, 20, None, 0, None, False), _plan.Plan(stack, arrays, 1, 20)).race
     with fastgru.threads(2):
         for current in (True, False):  # the wavefront, then the paths, the current way

@@ -102,6 +102,83 @@ def test_a_lease_grants_what_is_left_or_runs_alone():
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
+def test_the_partner_and_its_two_threads_go_to_one_call_within_the_budget():
+    """``take_pair`` under the budget's lock, ``give_pair`` a store without it: from 6 Python threads
+    at once, taking the partner and leasing threads, one call at a time holds the partner, and the
+    calls never hold more than the budget together."""
+    budget = _threading.BUDGET
+    assert _threading.take_pair(True) == (fastgru.get_num_threads(), 2) and _threading.busy() == 2
+    seen = []
+    other = threading.Thread(target=lambda: seen.append(_threading.take_pair(True)[1]))
+    other.start()
+    other.join()
+    assert seen == [0 if budget < 4 else 1]  # no partner for a second call; no threads either if none are left
+    with _threading.lease(budget) as granted:
+        assert granted == (1 if budget < 4 else budget - 2)
+    _threading.give_pair()
+    assert _threading.busy() == 0
+
+    guard, holders, problems, taken = threading.Lock(), [0], [], []
+
+    def check():
+        if _threading.busy() > budget:
+            problems.append(("over the budget", _threading.busy()))
+
+    def pair_calls():
+        for _ in range(3000):
+            count, held = _threading.take_pair(True)
+            if held == 2:
+                taken.append(1)
+                with guard:
+                    holders[0] += 1
+                    if holders[0] > 1:
+                        problems.append("two calls hold the partner")
+                check()
+                with guard:
+                    holders[0] -= 1
+                _threading.give_pair()
+
+    def lease_calls():
+        for _ in range(3000):
+            with _threading.lease(budget) as granted:
+                if granted > 1:
+                    check()
+
+    workers = [threading.Thread(target=f) for f in (pair_calls, lease_calls) * 3]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert problems == [] and _threading.busy() == 0 and taken
+
+
+@pytest.mark.skipif(not _partner.PARTNER.enabled, reason="no partner thread here")
+def test_a_call_that_raises_on_the_pair_road_gives_everything_back(monkeypatch):
+    """The partner and its two threads go back when the kernel call raises (``_paths.run``'s finally),
+    and the plan's ``Shared`` takes them again at the next call."""
+    from fastgru import _paths
+
+    reach(monkeypatch, "pair")  # every call takes the partner, waking it
+    op, inputs = _op(np.random.default_rng(2), n=1, h=256)
+    op(*inputs)
+    held = []
+
+    def broken(entry, arrays, way):
+        held.append(_threading.busy())
+        raise RuntimeError("broken entry")
+
+    monkeypatch.setattr(_paths, "_enter", broken)
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="broken entry"):
+            op(*inputs)
+        assert _threading.busy() == 0
+    assert held == [2, 2, 2]  # each held the partner and its two threads when it raised
+    monkeypatch.undo()
+    with _threading.lease(_threading.BUDGET) as granted:
+        assert granted == _threading.BUDGET
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba has a single thread here")
 def test_many_python_threads_at_once_give_serial_answers(monkeypatch):
     """A thread-pool server: 8 Python threads calling at once, on the parallel, pair and serial
     paths; the calls that share their work never hold more than the budget together."""
