@@ -1445,3 +1445,20 @@ figure(
     *("1.2", "1.8", "4.55", "5.33"),
 )
 figure(TUNING, "which looks the plan up at each chunk, 1.60-1.76 for the stack's stream", STREAM_AB, "1.60", "1.76")
+
+STACKS_PAIR_TAKE = Z4 + "stacks_results_pair_take.md"
+figure(
+    CHANGELOG,
+    "takes 0.65x ONNX Runtime's in float32 and 0.42x with bfloat16 weights, 3 layers 0.64x and 0.43x",
+    STACKS_PAIR_TAKE,
+    *("0.65", "0.42", "0.64", "0.43"),
+)
+figure(CHANGELOG, "(0.74x and 0.49x, 0.68x and 0.52x", Z4 + "stacks_results_bf16.md", "0.74", "0.49", "0.68", "0.52")
+figure(
+    CHANGELOG,
+    "the one-row cells took 0.899-0.900x their time, two one-row sequences of the pair road, whose processes are "
+    "bimodal, 0.654x and 1.236x in one run and 1.013x and 0.990x over 8 pairs, and every other benchmark shape "
+    "0.957-1.020x",
+    AB_Z4 + "int8_tiles_pair_take_ab.md",
+    *("0.899", "0.900", "0.654", "1.236", "1.013", "0.990", "0.957", "1.020"),
+)
