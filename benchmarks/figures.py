@@ -1462,3 +1462,8 @@ figure(
     AB_Z4 + "int8_tiles_pair_take_ab.md",
     *("0.899", "0.900", "0.654", "1.236", "1.013", "0.990", "0.957", "1.020"),
 )
+
+PAIR_MODES = Z4 + "pair_modes_results.md"
+figure(TUNING, "took 516-565 µs or 813-869 µs", PAIR_MODES, "516", "565", "813", "869")
+FRAME_TRACE = Z4 + "frame_trace_results.md"
+figure(TUNING, "a worker claimed the other's half in 0.0-0.4% of the items", FRAME_TRACE, "0.0", "0.4")
