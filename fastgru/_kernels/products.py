@@ -200,17 +200,17 @@ def _int8_on_tiles(c, a, src, iwork, weights, n, at, tiles):
         for m0 in range(0, n, TILE_ROWS):
             m = min(TILE_ROWS, n - m0)
             for block in range(-(-quads // per_block)):
-                k0 = block * per_block
-                k, a_block = min(per_block, quads - k0), a_at + m0 * lda + 4 * k0
+                q0 = block * per_block  # the block's first quad, and its number of quads
+                q, a_block = min(per_block, quads - q0), a_at + m0 * lda + 4 * q0
                 call_int8_tile(
-                    call, sums_at, sums_at + 4 * area, 64, a_block, a_block + n * lda, lda, b + 64 * k0, m, 64, k // 16,
-                    k % 16 * 4,
+                    call, sums_at, sums_at + 4 * area, 64, a_block, a_block + n * lda, lda, b + 64 * q0, m, 64, q // 16,
+                    q % 16 * 4,
                 )  # fmt: skip
                 for r in range(m):
                     step, row = load(a, steps + m0 + r), c_at + (m0 + r) * ldc
                     for j in range(TILE_COLUMNS):
-                        k = r * TILE_COLUMNS + j
-                        value = block_value(sums[k], sums[area + k], column_sums[block * TILE_COLUMNS + j], step)
+                        e = r * TILE_COLUMNS + j
+                        value = block_value(sums[e], sums[area + e], column_sums[block * TILE_COLUMNS + j], step)
                         store(c, row + j, fma(value, scales[j], load(c, row + j)))
         for i in range(n):  # the float32 rest
             src_at, row = load(iwork, offsets + i), c_at + i * ldc

@@ -221,9 +221,8 @@ def quantise_row(src, at, k_len, high, low, to):
     the int8 products, as the vector kernels do it, and writes its bytes: over the pairs' rows k <
     2·(K // 2), peak = max |A[k]|, step = peak / 32767, a = rint(A·32767 / peak), u = a + 32768 =
     256·high + low, to high[hi_at + k] and low[lo_at + k] (uint8; zero from the pairs' end to width;
-    ``to`` = (hi_at, lo_at, width)). The
-    step is 0 where the row is all zeros or has an infinite or NaN element (whose a are then 0): such
-    a row, with a non-finite peak, is the float32 path's."""
+    ``to`` = (hi_at, lo_at, width)). The step is 0 where the row is all zeros or has an infinite or
+    NaN element (whose a are then 0): such a row, with a non-finite peak, is the float32 path's."""
     hi_at, lo_at, width = to
     even = k_len - k_len % 2
     peak = np.float32(0)
@@ -273,7 +272,7 @@ def pack_int8(q):
 
 def int8_records(q, scales):
     """int8 weights q (K, N) and their column scales (N,) float32 as the records that an op's int8
-    products on the tiles read (``products.int8_on_tiles``), as bytes: per tile of 16 columns,
+    products on the tiles read (``products._int8_on_tiles``), as bytes: per tile of 16 columns,
     ``record_bytes(K)`` of them, its quads (``pack_int8``'s: ceil(K'/4) rows of 64 bytes, the pairs'
     rows K' = 2·(K // 2)), its column sums (int32, 64 bytes per block of K), its scales (float32, 64
     bytes), and the last odd row of K as float32 (64 bytes, zero where K is even). NumPy; once per
