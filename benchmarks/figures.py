@@ -1465,5 +1465,5 @@ figure(
 
 PAIR_MODES = Z4 + "pair_modes_results.md"
 figure(TUNING, "took 516-565 µs or 813-869 µs", PAIR_MODES, "516", "565", "813", "869")
-FRAME_TRACE = Z4 + "frame_trace_results.md"
+FRAME_TRACE = AB_Z4 + "frame_trace.md"
 figure(TUNING, "a worker claimed the other's half in 0.0-0.4% of the items", FRAME_TRACE, "0.0", "0.4")
