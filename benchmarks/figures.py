@@ -1467,3 +1467,9 @@ PAIR_MODES = Z4 + "pair_modes_results.md"
 figure(TUNING, "took 516-565 µs or 813-869 µs", PAIR_MODES, "516", "565", "813", "869")
 FRAME_TRACE = AB_Z4 + "frame_trace.md"
 figure(TUNING, "a worker claimed the other's half in 0.0-0.4% of the items", FRAME_TRACE, "0.0", "0.4")
+figure(
+    TUNING,
+    "linear_before_reset 1.177x (interval 0.809-1.345), the sequences of hidden size 128 to 512 1.009-1.035x",
+    AB_Z4 + "split_item0_by_units_ab.md",
+    *("1.177", "0.809", "1.345", "1.009", "1.035"),
+)
