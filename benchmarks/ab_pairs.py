@@ -83,7 +83,7 @@ def main(argv=None):
         low, high = ratio_interval(times["old"], times["new"])
         lines.append(f"| {shape} | {old:,.1f} | {new:,.1f} | {new / old:.3f} | {low:.3f}-{high:.3f} |")
         print(lines[-1], flush=True)
-    from conftest import compiled_line
+    from conftest import compiled_line, show
 
     lines += [
         "",
@@ -94,10 +94,7 @@ def main(argv=None):
         f"{time.strftime('%Y-%m-%d')}.",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.md:
-        Path(args.md).write_text(text)
+    show("\n".join(lines), args.md)
 
 
 if __name__ == "__main__":

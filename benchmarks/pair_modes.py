@@ -14,7 +14,6 @@ process, with the partner on and off. Run nothing else meanwhile.
 """
 
 import argparse
-import datetime
 import os
 import statistics
 import subprocess
@@ -54,7 +53,7 @@ def main(argv=None):
     parser.add_argument("--md", default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from conftest import machine_info
+    from conftest import machine_info, run_conditions, show
 
     rows = []
     for k in range(args.processes):
@@ -74,14 +73,11 @@ def main(argv=None):
         "",
         f"{machine['cpu']} ({machine['isa']}, geometry {machine['geometry']} compiled for {machine['compiled_for']}); "
         f"GRUSequence b1 s100 i64 h256, float32, out=, 2 threads; the partner off: FASTGRU_SPIN_US=0 (a Numba "
-        f"parallel region shares the row); OPENBLAS_CORETYPE {machine['OPENBLAS_CORETYPE']}; {datetime.date.today()}; "
-        f"median of all: {statistics.median(m for row in rows for m in row[2])} µs.",
+        f"parallel region shares the row); median of all: {statistics.median(m for row in rows for m in row[2])} µs; "
+        f"{run_conditions()}",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.md:
-        Path(args.md).write_text(text)
+    show("\n".join(lines), args.md)
 
 
 if __name__ == "__main__":

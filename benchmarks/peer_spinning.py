@@ -115,12 +115,9 @@ def main(argv=None):
         results[str(spinning)].append(run)
         print(spinning, {key: round(value, 2) for key, value in run.items()}, flush=True)
     import onnxruntime  # noqa: F401  (machine_info names the versions of the peers imported)
-    from conftest import machine_info  # after the children: it imports openvino and fastgru
+    from conftest import machine_info, show  # after the children: it imports openvino and fastgru
 
-    text = markdown(results, machine_info(), args)
-    print(text)
-    if args.md:
-        Path(args.md).write_text(text)
+    show(markdown(results, machine_info(), args), args.md)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import machine_info  # noqa: E402
+from conftest import machine_info, show  # noqa: E402
 
 import fastgru  # noqa: E402
 from fastgru import _paths, _scratch  # noqa: E402
@@ -225,10 +225,7 @@ def main(argv=None):
         f"FASTGRU_SPIN_US {os.environ.get('FASTGRU_SPIN_US', 'unset (1000)')}; {time.strftime('%Y-%m-%d')}.",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.md:
-        Path(args.md).write_text(text)
+    show("\n".join(lines), args.md)
 
 
 if __name__ == "__main__":

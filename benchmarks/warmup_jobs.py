@@ -16,9 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from conftest import compiled_line
+from conftest import compiled_line, show
 
 
 def _children_cpu():
@@ -57,10 +56,7 @@ def main(argv=None):
         f"{args.rounds} alternating rounds, medians; {compiled_line()}; {os.cpu_count()} CPUs; "
         f"{time.strftime('%Y-%m-%d')}.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.md:
-        Path(args.md).write_text(text)
+    show("\n".join(lines) + "\n", args.md)
 
 
 if __name__ == "__main__":

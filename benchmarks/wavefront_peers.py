@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stacks  # noqa: E402  (imports conftest first, as stacks.py does)
-from conftest import machine_info  # noqa: E402
+from conftest import machine_info, show  # noqa: E402
 from peers import THREADS  # noqa: E402
 
 import fastgru  # noqa: E402
@@ -90,10 +90,7 @@ def main(argv=None):
     parser.add_argument("--md", default=None)
     args = parser.parse_args(argv)
     records, n = measure(args.rounds, args.calls)
-    text = markdown(records, machine_info(), args.rounds, n)
-    print(text)
-    if args.md:
-        Path(args.md).write_text(text)
+    show(markdown(records, machine_info(), args.rounds, n), args.md)
 
 
 if __name__ == "__main__":
