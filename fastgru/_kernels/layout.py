@@ -43,7 +43,7 @@ from .._config import kernel
 from .._isa import GEOMETRY
 from .memory import LINE_BYTES, load, store
 from .microkernel import int8_head
-from .tiles import record_bytes
+from .tiles import TILE_COLUMNS, TILE_ROWS, record_bytes
 from .transpose import bits_differ, block_differs, transpose_block
 
 #: Vectors per panel and bytes per vector (the geometry's, fixed when the kernels compile).
@@ -70,7 +70,7 @@ Panels = namedtuple("Panels", "nr n p1 p2")
 RowsScratch = namedtuple("RowsScratch", "c c2 a m state xg end")
 #: Elements past the packed rows A for the int8 tile products' two int32 tiles of 16 × 16
 #: (``products._int8_on_tiles``).
-TILE_SCRATCH = 2 * 16 * 16
+TILE_SCRATCH = 2 * TILE_ROWS * TILE_COLUMNS
 #: Offsets in its int64 scratch: rows by decreasing length, the chunk's times, row offsets for
 #: packing, counts of each length, the end.
 RowsIndex = namedtuple("RowsIndex", "order times offsets counts end")

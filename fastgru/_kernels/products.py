@@ -17,8 +17,8 @@ from .atomics import address_of
 from .callbacks import call_int8_tile, call_tile
 from .layout import panel_size
 from .memory import load, load_as, store
-from .microkernel import INT8_PAIRS_PER_SUM, tile_fma
-from .tiles import TILE_COLUMNS, TILE_ROWS, block_value, finite_pairs, halves, quantise_row, record_bytes
+from .microkernel import tile_fma
+from .tiles import BLOCK_QUADS, TILE_COLUMNS, TILE_ROWS, block_value, finite_pairs, halves, quantise_row, record_bytes
 
 #: The geometry's tiles (rows, panels), largest first; the last has one row. Read when the
 #: kernels compile: tile_fma takes them as literals.
@@ -183,7 +183,7 @@ def _int8_on_tiles(c, a, src, iwork, weights, n, at, tiles):
     c0, ldc, a0, base, k_len, p0, p1, nr, offsets = at
     call, b_at, _ = tiles
     even = k_len - k_len % 2
-    quads, per_block, area = (even + 3) // 4, 2 * INT8_PAIRS_PER_SUM // 4, TILE_ROWS * TILE_COLUMNS
+    quads, area = (even + 3) // 4, TILE_ROWS * TILE_COLUMNS
     lda, steps = 4 * quads, a0 + 2 * n * quads  # bytes of a row of A; where the rows' steps are in ``a``
     view, at_bytes = a.view(np.uint8), a0 * a.itemsize
     for i in range(n):
@@ -199,9 +199,9 @@ def _int8_on_tiles(c, a, src, iwork, weights, n, at, tiles):
         b, c_at = address_of(weights) + first, c0 + t * TILE_COLUMNS
         for m0 in range(0, n, TILE_ROWS):
             m = min(TILE_ROWS, n - m0)
-            for block in range(-(-quads // per_block)):
-                q0 = block * per_block  # the block's first quad, and its number of quads
-                q, a_block = min(per_block, quads - q0), a_at + m0 * lda + 4 * q0
+            for block in range(-(-quads // BLOCK_QUADS)):
+                q0 = block * BLOCK_QUADS  # the block's first quad, and its number of quads
+                q, a_block = min(BLOCK_QUADS, quads - q0), a_at + m0 * lda + 4 * q0
                 call_int8_tile(
                     call, sums_at, sums_at + 4 * area, 64, a_block, a_block + n * lda, lda, b + 64 * q0, m, 64, q // 16,
                     q % 16 * 4,

@@ -51,6 +51,9 @@ TILE_PAIRS = 16
 
 #: Quads of K (4 bytes) in an int8 tile of A (64 bytes a row).
 TILE_QUADS = 16
+#: Quads of K per block whose int32 sums the int8 products add up before they go to float32: the
+#: vector kernels' 2·INT8_PAIRS_PER_SUM rows.
+BLOCK_QUADS = 2 * INT8_PAIRS_PER_SUM // 4
 
 _SMALLEST_NORMAL = np.float32(2.0**-126)
 
@@ -261,7 +264,7 @@ def pack_int8(q):
     past N); a block is 2·INT8_PAIRS_PER_SUM rows. NumPy; once per op."""
     k_len, n = q.shape
     even, tiles = k_len - k_len % 2, -(-n // TILE_COLUMNS)
-    quads, block = -(-even // 4), 2 * INT8_PAIRS_PER_SUM
+    quads, block = -(-even // 4), 4 * BLOCK_QUADS
     padded = np.zeros((4 * quads, tiles * TILE_COLUMNS), np.int8)
     padded[:even, :n] = q[:even]
     packed = np.ascontiguousarray(padded.reshape(quads, 4, tiles, TILE_COLUMNS).transpose(2, 0, 3, 1))
@@ -294,8 +297,7 @@ def record_bytes(k_len):
     """Bytes of a tile's record of ``int8_records`` for K = k_len: its quads, its blocks' column sums,
     its scales and its odd row, 64 bytes each."""
     quads = (k_len - k_len % 2 + 3) // 4
-    per_block = 2 * INT8_PAIRS_PER_SUM // 4
-    return (quads + max(1, -(-quads // per_block)) + 2) * 64
+    return (quads + max(1, -(-quads // BLOCK_QUADS)) + 2) * 64
 
 
 @kernel(exact=True)
@@ -313,16 +315,15 @@ def int8_product(c, a, high, low, steps, packed, sums, q, scales):
     quads = packed.shape[1]
     hi = np.empty((TILE_ROWS, TILE_COLUMNS), np.int32)
     lo = np.empty((TILE_ROWS, TILE_COLUMNS), np.int32)
-    per_block = 2 * INT8_PAIRS_PER_SUM // 4
     for n0 in range(0, columns, TILE_COLUMNS):
         t, n = n0 // TILE_COLUMNS, min(TILE_COLUMNS, columns - n0)
         for m0 in range(0, rows, TILE_ROWS):
             m = min(TILE_ROWS, rows - m0)
-            for block in range(-(-quads // per_block)):
+            for block in range(-(-quads // BLOCK_QUADS)):
                 hi[:] = 0
                 lo[:] = 0
-                for p0 in range(block * per_block, min(quads, (block + 1) * per_block), TILE_QUADS):
-                    k = min(TILE_QUADS, quads - p0, (block + 1) * per_block - p0)
+                for p0 in range(block * BLOCK_QUADS, min(quads, (block + 1) * BLOCK_QUADS), TILE_QUADS):
+                    k = min(TILE_QUADS, quads - p0, (block + 1) * BLOCK_QUADS - p0)
                     dpbusd(hi, high[m0:, 4 * p0 :], packed[t, p0:], m, n, k)
                     dpbusd(lo, low[m0:, 4 * p0 :], packed[t, p0:], m, n, k)
                 for r in range(m):
