@@ -23,7 +23,8 @@ from test_tiles import _tile_product
 import fastgru
 from fastgru import _isa, reference
 from fastgru._compact import TILE_MIN_ROWS, dequantized, quantized_int8, rounded_to_bfloat16
-from fastgru._kernels import tiles
+from fastgru._kernels import drivers, tiles
+from fastgru._kernels.jobs import JOB
 from fastgru._kernels.layout import PANEL_VECTORS, VECTOR_BYTES, bias_start, packed_size, read_call, tile_starts
 from fastgru._kernels.products import project
 
@@ -277,6 +278,14 @@ def test_int8_projections_on_tiles_are_the_twins_bit_for_bit(twins, n_inputs):
     np.testing.assert_array_equal(out.reshape(n, ldc).view(np.uint32), want.view(np.uint32))
 
 
+def _ran_with_tiles(packed):
+    """Whether the last calls of ``packed`` on this thread ran drivers with tiles (their plans' jobs
+    name the callbacks of a format with tiles, ``drivers.FORMATS``' "...T")."""
+    ways = [way for plan in packed.plans.__dict__.values() for way in (plan.static, *plan.ways.values()) if way]
+    keys = [drivers._CALLBACKS.key_of(int(job[JOB["callback"]])) for way in ways for job in way.jobs]
+    return bool(keys) and all(key[1].endswith("T") for key in keys)
+
+
 @needs_int8_tiles
 @pytest.mark.parametrize(
     "direction, lbr, clip, augru",
@@ -303,14 +312,17 @@ def test_int8_ops_on_tiles_give_the_vector_kernels_bits(twins, direction, lbr, c
         kwargs.update(direction=direction, linear_before_reset=lbr, clip=clip)
     on_tiles = make(W, R, B, **kwargs)
     assert on_tiles._packed._attributes["tile_call"] != 0
+    tiled = on_tiles(*args)
+    assert _ran_with_tiles(on_tiles._packed)
     _isa.TILE_KERNELS = None  # the same op without tiles
     without = make(W, R, B, **kwargs)
-    for got, want in zip(on_tiles(*args), without(*args), strict=True):
+    for got, want in zip(tiled, without(*args), strict=True):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     if not augru and direction == "forward":  # a cell of 16 rows
         cells = []
         for kernels in ("twin", None):
             _isa.TILE_KERNELS = kernels
             cells.append(fastgru.GRUCell(W[0], R[0], B[0], hidden_size=h, weight_dtype="int8"))
+        assert cells[0]._packed._attributes["tile_call"] != 0 and cells[1]._packed._attributes.get("tile_call", 0) == 0
         X1, H1 = X[:TILE_MIN_ROWS, 0], h0[:TILE_MIN_ROWS, 0]
         np.testing.assert_array_equal(cells[0](X1, H1).view(np.uint32), cells[1](X1, H1).view(np.uint32))
